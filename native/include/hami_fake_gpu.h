@@ -1,0 +1,240 @@
+/*
+ * Shared state of the fake accelerators used by the test runtimes.
+ *
+ * The fake libcuda / libascendcl / libcnrt / libcndrv (and the fake NVML, which
+ * only reads it) share one mmap'd file named by $HAMI_FAKE_GPU_STATE, so that
+ * several test processes see one "device": its memory capacity, the bytes every
+ * process holds, and a virtual timeline on which fake kernels run.  Without the
+ * variable each process gets a private anonymous mapping.
+ *
+ * LAYOUT STABILITY: other components read this file.  Only append fields at the
+ * end of the structures and bump HAMI_FAKE_GPU_VERSION when the layout changes.
+ * All counters are updated with __atomic builtins; readers may use plain loads
+ * of aligned 64-bit fields (or __atomic_load_n).
+ *
+ * Device configuration (read by whichever process creates the file):
+ *   HAMI_FAKE_<VENDOR>_DEVICES     device count (VENDOR = CUDA, ASCEND, CAMBRICON),
+ *   HAMI_FAKE_DEVICES              ... fallback for any vendor, default 1
+ *   HAMI_FAKE_<VENDOR>_MEMORY_MIB  capacity in MiB, one value or a comma list per device
+ *   HAMI_FAKE_MEMORY_MIB           ... fallback, default 16384
+ *   HAMI_FAKE_KERNEL_US            default fake kernel duration in microseconds (default 1000)
+ */
+#ifndef HAMI_FAKE_GPU_H
+#define HAMI_FAKE_GPU_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HAMI_FAKE_GPU_MAGIC 0x31414746494D4148ULL /* "HAMIFGA1" as little-endian bytes */
+#define HAMI_FAKE_GPU_VERSION 1u
+#define HAMI_FAKE_GPU_MAX_DEVICES 16
+#define HAMI_FAKE_GPU_MAX_PROCS 64
+
+/* One process's share of one fake device.  pid 0 = free slot. */
+typedef struct hami_fake_proc {
+    int32_t pid;
+    uint32_t reserved;
+    uint64_t used_bytes;   /* device memory this pid holds now */
+    uint64_t busy_ns;      /* cumulative kernel time of this pid's kernels (completed) */
+    uint64_t launches;     /* kernels launched by this pid */
+} hami_fake_proc;
+
+typedef struct hami_fake_device {
+    uint64_t total_bytes;      /* capacity */
+    uint64_t used_bytes;       /* bytes held by all processes now */
+    uint64_t peak_used_bytes;  /* high-water mark of used_bytes since creation */
+    uint64_t busy_ns;          /* cumulative kernel time (completed kernels) */
+    uint64_t busy_until_ns;    /* CLOCK_MONOTONIC end of the virtual timeline */
+    uint64_t launches;         /* kernels launched on this device */
+    hami_fake_proc procs[HAMI_FAKE_GPU_MAX_PROCS];
+} hami_fake_device;
+
+typedef struct hami_fake_gpu_state {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t device_count;
+    uint64_t size;        /* sizeof(hami_fake_gpu_state) */
+    uint64_t created_ns;  /* CLOCK_MONOTONIC at creation */
+    hami_fake_device devices[HAMI_FAKE_GPU_MAX_DEVICES];
+} hami_fake_gpu_state;
+
+/* ---- helpers shared by the fake runtimes (static inline: header-only) ---- */
+
+static inline uint64_t hami_fake_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline const char *hami_fake_env2(const char *vendor, const char *suffix, const char *fallback) {
+    char name[96];
+    snprintf(name, sizeof name, "HAMI_FAKE_%s_%s", vendor, suffix);
+    const char *v = getenv(name);
+    if (v && *v) return v;
+    v = getenv(fallback);
+    return (v && *v) ? v : NULL;
+}
+
+static inline void hami_fake_init_state(hami_fake_gpu_state *s, const char *vendor) {
+    memset(s, 0, sizeof *s);
+    const char *count = hami_fake_env2(vendor, "DEVICES", "HAMI_FAKE_DEVICES");
+    long n = count ? strtol(count, NULL, 10) : 1;
+    if (n < 0) n = 0;
+    if (n > HAMI_FAKE_GPU_MAX_DEVICES) n = HAMI_FAKE_GPU_MAX_DEVICES;
+    const char *mem = hami_fake_env2(vendor, "MEMORY_MIB", "HAMI_FAKE_MEMORY_MIB");
+    uint64_t last = 16384;
+    const char *p = mem;
+    for (long i = 0; i < n; i++) {
+        /* A comma list gives one capacity per device; the last one repeats. */
+        if (p && *p) {
+            char *end;
+            unsigned long long v = strtoull(p, &end, 10);
+            if (end != p) last = v;
+            p = (*end == ',') ? end + 1 : NULL;
+        }
+        s->devices[i].total_bytes = last << 20;
+    }
+    s->device_count = (uint32_t)n;
+    s->size = sizeof *s;
+    s->created_ns = hami_fake_now_ns();
+    s->version = HAMI_FAKE_GPU_VERSION;
+    s->magic = HAMI_FAKE_GPU_MAGIC;
+}
+
+/* Maps the state named by $HAMI_FAKE_GPU_STATE, creating it when absent.
+ * Creation writes a complete file under a temporary name and link()s it into
+ * place, so a concurrent process never sees a half-initialised file. */
+static inline hami_fake_gpu_state *hami_fake_gpu_attach(const char *vendor) {
+    const char *path = getenv("HAMI_FAKE_GPU_STATE");
+    hami_fake_gpu_state *s;
+    if (!path || !*path) {
+        s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (s == MAP_FAILED) return NULL;
+        hami_fake_init_state(s, vendor);
+        return s;
+    }
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+        int tfd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (tfd >= 0) {
+            hami_fake_gpu_state *init = calloc(1, sizeof *init);
+            int ok = init != NULL;
+            if (ok) {
+                hami_fake_init_state(init, vendor);
+                ok = write(tfd, init, sizeof *init) == (ssize_t)sizeof *init;
+                free(init);
+            }
+            close(tfd);
+            if (ok) (void)link(tmp, path); /* EEXIST: another process won the race */
+            unlink(tmp);
+        }
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof *s) {
+        close(fd);
+        return NULL;
+    }
+    s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (s == MAP_FAILED) return NULL;
+    if (s->magic != HAMI_FAKE_GPU_MAGIC || s->version != HAMI_FAKE_GPU_VERSION) {
+        munmap(s, sizeof *s);
+        return NULL;
+    }
+    return s;
+}
+
+static inline int hami_fake_pid_dead(int32_t pid) {
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* This pid's slot on a device, claimed on first use.  A slot of a dead pid is
+ * recycled and its bytes given back, as a real driver frees a dead process's
+ * memory.  Returns NULL when all slots are taken by live processes. */
+static inline hami_fake_proc *hami_fake_proc_slot(hami_fake_device *d, int32_t pid) {
+    for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++)
+        if (__atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == pid) return &d->procs[i];
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
+            hami_fake_proc *p = &d->procs[i];
+            int32_t cur = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+            if (cur == 0) {
+                int32_t zero = 0;
+                if (__atomic_compare_exchange_n(&p->pid, &zero, pid, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                    return p;
+            } else if (pass == 1 && cur > 0 && hami_fake_pid_dead(cur)) {
+                /* -1 marks "being recycled" so only one process returns its bytes. */
+                if (__atomic_compare_exchange_n(&p->pid, &cur, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                    uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
+                    __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
+                    __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
+                    __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
+                    __atomic_store_n(&p->pid, pid, __ATOMIC_RELEASE);
+                    return p;
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Takes bytes from the device's capacity; 0 on success, -1 when it does not fit. */
+static inline int hami_fake_mem_take(hami_fake_device *d, hami_fake_proc *p, uint64_t bytes) {
+    uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
+    do {
+        if (used + bytes > d->total_bytes || used + bytes < used) return -1;
+    } while (!__atomic_compare_exchange_n(&d->used_bytes, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE));
+    uint64_t now = used + bytes, peak = __atomic_load_n(&d->peak_used_bytes, __ATOMIC_ACQUIRE);
+    while (now > peak && !__atomic_compare_exchange_n(&d->peak_used_bytes, &peak, now, 1, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE)) {
+    }
+    if (p) __atomic_fetch_add(&p->used_bytes, bytes, __ATOMIC_ACQ_REL);
+    return 0;
+}
+
+static inline void hami_fake_mem_give(hami_fake_device *d, hami_fake_proc *p, uint64_t bytes) {
+    if (p) __atomic_fetch_sub(&p->used_bytes, bytes, __ATOMIC_ACQ_REL);
+    __atomic_fetch_sub(&d->used_bytes, bytes, __ATOMIC_ACQ_REL);
+}
+
+/* Runs a fake kernel of duration_ns: it takes the next free interval of the
+ * device's timeline (kernels of all processes serialise, like one busy engine)
+ * and the caller sleeps until it ends, as a synchronising launch would. */
+static inline void hami_fake_run_kernel(hami_fake_device *d, hami_fake_proc *p, uint64_t duration_ns) {
+    __atomic_fetch_add(&d->launches, 1, __ATOMIC_RELAXED);
+    if (p) __atomic_fetch_add(&p->launches, 1, __ATOMIC_RELAXED);
+    if (duration_ns == 0) return;
+    uint64_t now = hami_fake_now_ns();
+    uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE), end;
+    do {
+        end = (until > now ? until : now) + duration_ns;
+    } while (!__atomic_compare_exchange_n(&d->busy_until_ns, &until, end, 1, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_ACQUIRE));
+    struct timespec ts = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+    __atomic_fetch_add(&d->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
+    if (p) __atomic_fetch_add(&p->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
+}
+
+/* Kernel duration used when the test did not choose one per thread. */
+static inline uint64_t hami_fake_default_kernel_ns(void) {
+    const char *v = getenv("HAMI_FAKE_KERNEL_US");
+    return (v && *v) ? strtoull(v, NULL, 10) * 1000ull : 1000000ull;
+}
+
+#endif /* HAMI_FAKE_GPU_H */
