@@ -1,0 +1,1 @@
+"""The hami-devices conformance suite: certifies any vendor adapter."""

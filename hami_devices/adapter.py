@@ -1,0 +1,168 @@
+"""The VendorAdapter interface: one per vendor, loaded from ``hami_devices.vendors``.
+
+An adapter knows its hardware library (probe + discover), its sharing model
+(partition catalog and how a request is rounded onto it), and the
+environment its runtime expects.  The accounting itself is the core's, so
+every vendor enforces the same rules.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, ClassVar
+
+from hami_devices.accounting import DeviceUsage
+from hami_devices.config import HamiConfig
+from hami_devices.errors import ReasonCode
+from hami_devices.models import DeviceInfo, Grant, PartitionProfile, RequestPart
+
+if TYPE_CHECKING:
+    from hami_devices.device import Device
+    from hami_devices.ledger import Ledger
+
+
+class Capability(StrEnum):
+    """What an adapter supports; the conformance suite reports undeclared ones as not applicable."""
+
+    PARTITIONS = "partitions"
+    MEMORY_LIMIT = "memory-limit"
+    COMPUTE_LIMIT = "compute-limit"
+    TOPOLOGY = "topology"
+    HEALTH_EVENTS = "health-events"
+    PROCESS_MONITORING = "process-monitoring"
+    SIMULATED = "simulated"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether the adapter's hardware library is usable here, and why not."""
+
+    available: bool
+    detail: str
+    library: str | None = None
+
+
+class VendorAdapter(ABC):
+    """One vendor.  Subclasses set the class attributes and implement probe/discover."""
+
+    name: ClassVar[str]
+    display_name: ClassVar[str] = ""
+    version: ClassVar[str] = "0.1.0"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.SIMULATED})
+    visible_devices_env: ClassVar[tuple[str, ...]] = ()
+    limiter_shim: ClassVar[str | None] = None
+
+    def __init__(self, config: HamiConfig | None = None) -> None:
+        self.config = config or HamiConfig()
+
+    # -- hardware back end -------------------------------------------------
+    @abstractmethod
+    def probe(self) -> Probe:
+        """Find the vendor library without raising; say why it is unusable."""
+
+    @abstractmethod
+    def discover(self, ledger: Ledger) -> list[Device]:
+        """The physical devices on this node, through the vendor library."""
+
+    # -- simulated back end ------------------------------------------------
+    def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
+        """Devices with no hardware behind them, for inventories and tests."""
+        from hami_devices.simulated import SimulatedDevice
+
+        return [SimulatedDevice(self.complete_info(info), self, ledger) for info in infos]
+
+    def complete_info(self, info: DeviceInfo) -> DeviceInfo:
+        """Fill vendor facts an inventory leaves out (partition catalog, split count ...)."""
+        if not info.partitions:
+            profiles = self.partition_catalog(info.model)
+            if profiles:
+                info = info.model_copy(update={"partitions": profiles})
+        return info
+
+    # -- sharing model -----------------------------------------------------
+    def partition_catalog(self, model: str) -> list[PartitionProfile]:
+        """The partition profiles a model supports (empty: no hardware partitioning)."""
+        return []
+
+    def plan_grant(
+        self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
+    ) -> Grant | ReasonCode:
+        """Round one part onto one device: a partition profile, or a plain share.
+
+        The default picks the named profile, or the smallest that fits for
+        ``partition: auto``; vendors override to add placement rules.
+        """
+        memory = part.memory_for(info.memory_mib)
+        cores = part.cores
+        partition: str | None = None
+        if part.partition is not None:
+            profile = self.choose_profile(info, part, memory, usage)
+            if profile is None:
+                return ReasonCode.CARD_PARTITION_UNAVAILABLE
+            memory, cores, partition = profile.memory_mib, profile.cores, profile.name
+        return Grant(
+            uuid=info.uuid,
+            node=info.node,
+            vendor=info.vendor,
+            model=info.model,
+            index=info.index,
+            part=part_index,
+            memory_mib=memory,
+            cores=cores,
+            exclusive=part.exclusive and partition is None,
+            partition=partition,
+        )
+
+    def choose_profile(
+        self, info: DeviceInfo, part: RequestPart, memory_mib: int, usage: DeviceUsage
+    ) -> PartitionProfile | None:
+        profiles = info.partitions or self.partition_catalog(info.model)
+        if part.partition not in (None, "auto"):
+            profiles = [p for p in profiles if p.name == part.partition]
+        fitting = [
+            p
+            for p in profiles
+            if p.memory_mib >= memory_mib
+            and p.cores >= part.cores
+            and usage.partitions.count(p.name) < p.max_instances
+        ]
+        return min(fitting, key=lambda p: (p.memory_mib, p.cores), default=None)
+
+    # -- hardware side effects of an allocation ----------------------------
+    def prepare(self, grants: list[Grant]) -> list[Grant]:
+        """Create what the grants need on the hardware (MIG instances, vNPUs).
+
+        Return the grants with vendor ids filled in.  Called inside the ledger
+        transaction; raising aborts the allocation.
+        """
+        return grants
+
+    def teardown(self, grants: list[Grant]) -> None:
+        """Undo ``prepare``; must not raise for partitions that are already gone."""
+
+    # -- workload environment ----------------------------------------------
+    def visible_device_id(self, grant: Grant) -> str:
+        return grant.partition_uuid or grant.uuid
+
+    def environment(self, grants: list[Grant], region_path: str | None) -> dict[str, str]:
+        """Variables the workload process needs: visible devices and limiter limits."""
+        from hami_devices.isolation import limiter_environment
+
+        env: dict[str, str] = {}
+        ids = ",".join(self.visible_device_id(g) for g in grants)
+        for var in self.visible_devices_env:
+            env[var] = ids
+        env.update(limiter_environment(self, grants, region_path))
+        return env
+
+    def limiter_variables(self, position: int, grant: Grant) -> dict[str, str]:
+        """Vendor-specific names for one device's limits (HAMI_* names are always set)."""
+        return {}
+
+    # -- topology ------------------------------------------------------------
+    def pair_score(self, a: DeviceInfo, b: DeviceInfo) -> int:
+        """0..100: how well two devices of one node talk to each other."""
+        return a.topology.get(b.uuid, 0)

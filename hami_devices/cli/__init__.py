@@ -1,0 +1,1 @@
+"""The ``hami-devices`` command line."""

@@ -1,0 +1,81 @@
+"""``hami-devices allocate``: grant a request and print the handle and its environment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from hami_devices.allocation import allocate
+from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from
+from hami_devices.cli.output import emit_json, print_table
+from hami_devices.errors import InvalidRequest
+from hami_devices.models import ResourceRequest
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "allocate",
+        help="allocate a share of one or more devices",
+        description="Give the request as JSON (--request, '@FILE' or '-' for stdin) or with the shorthand flags.",
+    )
+    add_source(parser, ledger=True)
+    add_json(parser)
+    parser.add_argument("--request", metavar="JSON", help="a ResourceRequest as JSON, @FILE, or - for stdin")
+    parser.add_argument("--count", type=int, default=1, help="devices wanted (shorthand)")
+    parser.add_argument("--memory", type=int, metavar="MIB", help="memory per device in MiB (shorthand)")
+    parser.add_argument("--memory-percent", type=float, help="memory per device in percent (shorthand)")
+    parser.add_argument("--cores", type=int, default=0, help="compute percent per device, 100 = exclusive")
+    parser.add_argument("--model", action="append", dest="models", default=[], help="accepted model (repeatable)")
+    parser.add_argument("--partition", help="partition profile name or 'auto'")
+    parser.add_argument("--task-type", default="batch", choices=["training", "inference", "batch", "interactive"])
+    parser.add_argument("--name", help="task name")
+    parser.set_defaults(func=run)
+
+
+def _request_from(args: argparse.Namespace) -> ResourceRequest:
+    if args.request:
+        text = args.request
+        if text == "-":
+            text = sys.stdin.read()
+        elif text.startswith("@"):
+            text = Path(text[1:]).read_text()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidRequest("--request", f"not valid JSON: {exc}") from None
+        return ResourceRequest.model_validate(data)
+    part: dict[str, Any] = {"count": args.count, "cores": args.cores, "models": args.models}
+    if args.memory is not None:
+        part["memory_mib"] = args.memory
+    if args.memory_percent is not None:
+        part["memory_percent"] = args.memory_percent
+    if args.partition:
+        part["partition"] = args.partition
+    if args.vendors:
+        part["vendors"] = args.vendors
+    return ResourceRequest(name=args.name, task_type=args.task_type, parts=[part])
+
+
+def run(args: argparse.Namespace) -> int:
+    request = _request_from(args)
+    ledger = ledger_from(args)
+    try:
+        devices = devices_from(args, ledger)
+        handle = allocate(devices, request)
+    finally:
+        ledger.close()
+    if args.json:
+        emit_json(handle.model_dump(mode="json"))
+        return 0
+    print(f"allocation {handle.id}")
+    print_table(
+        ["NODE", "DEVICE", "MODEL", "MEM_MIB", "CORES", "PARTITION"],
+        [[g.node, g.uuid, g.model, g.memory_mib, g.cores, g.partition or "-"] for g in handle.grants],
+    )
+    print("environment:")
+    for key, value in sorted(handle.env.items()):
+        print(f"  {key}={value}")
+    return 0

@@ -1,0 +1,55 @@
+"""Arguments and set-up shared by several verbs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from hami_devices.config import HamiConfig, load_config
+from hami_devices.device import Device
+from hami_devices.discovery import discover
+from hami_devices.ledger import Ledger, MemoryLedger, SqliteLedger
+from hami_devices.registry import load_vendors
+
+
+def default_ledger_path() -> Path:
+    if "HAMI_LEDGER" in os.environ:
+        return Path(os.environ["HAMI_LEDGER"])
+    state = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+    return state / "hami-devices" / "ledger.db"
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+
+
+def add_source(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None:
+    parser.add_argument("--inventory", metavar="FILE", help="run on the simulated back end built from FILE")
+    parser.add_argument("--config", metavar="FILE", help="configuration YAML")
+    parser.add_argument(
+        "--vendor", action="append", dest="vendors", metavar="NAME", help="only this vendor (repeatable)"
+    )
+    if ledger:
+        parser.add_argument(
+            "--ledger",
+            metavar="FILE",
+            type=Path,
+            help="SQLite ledger of live allocations (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)",
+        )
+
+
+def config_from(args: argparse.Namespace) -> HamiConfig:
+    return load_config(args.config) if getattr(args, "config", None) else HamiConfig()
+
+
+def ledger_from(args: argparse.Namespace) -> Ledger:
+    if not hasattr(args, "ledger"):
+        return MemoryLedger()
+    return SqliteLedger(args.ledger or default_ledger_path())
+
+
+def devices_from(args: argparse.Namespace, ledger: Ledger) -> list[Device]:
+    config = config_from(args)
+    registry = load_vendors(args.vendors, config)
+    return discover(args.inventory, config=config, ledger=ledger, registry=registry)

@@ -1,0 +1,59 @@
+"""Entry point: one sub-command per verb module."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from hami_devices import __version__
+from hami_devices.cli.output import error
+from hami_devices.errors import HamiError
+
+VERB_MODULES = (
+    "vendors",
+    "discover",
+    "allocate",
+    "release",
+    "monitor",
+    "schedule",
+    "simulate",
+    "config",
+    "conformance",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hami-devices",
+        description="Discover, score, share and monitor heterogeneous AI accelerators.",
+    )
+    parser.add_argument("--version", action="version", version=f"hami-devices {__version__}")
+    subparsers = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for name in VERB_MODULES:
+        try:
+            module = importlib.import_module(f"hami_devices.cli.{name}")
+        except ModuleNotFoundError as exc:  # TEMPORARY while verbs are being written
+            if exc.name != f"hami_devices.cli.{name}":
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except HamiError as exc:
+        error(f"{type(exc).__name__}: {exc}")
+        return 2
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

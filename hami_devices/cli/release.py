@@ -1,0 +1,33 @@
+"""``hami-devices release``: give an allocation back, exactly once."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from hami_devices.allocation import release
+from hami_devices.cli.common import add_json, default_ledger_path
+from hami_devices.cli.output import emit_json
+from hami_devices.ledger import SqliteLedger
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("release", help="release an allocation by its handle id")
+    parser.add_argument("handle_id", metavar="HANDLE_ID")
+    parser.add_argument("--ledger", metavar="FILE", type=Path, help="SQLite ledger (default: as for allocate)")
+    add_json(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ledger = SqliteLedger(args.ledger or default_ledger_path())
+    try:
+        handle = release(ledger, args.handle_id, {})
+    finally:
+        ledger.close()
+    if args.json:
+        emit_json({"released": handle.model_dump(mode="json")})
+    else:
+        print(f"released {handle.id} ({len(handle.grants)} device grant(s))")
+    return 0

@@ -1,0 +1,95 @@
+"""The configuration schema (YAML, validated by pydantic).
+
+Keys follow the names HAMi users already write (``scheduler.policy``,
+``device-plugin.mig-mode`` ...).  Errors name the dotted key and the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hami_devices.errors import InvalidConfig
+from hami_devices.models import first_error
+
+PolicyName = Literal["binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ResourceAllocation(_Section):
+    gpu_memory_fraction: float = Field(
+        default=1.0, gt=0, le=1.0, alias="gpu-memory-fraction",
+        description="share of each device's memory the scheduler may hand out",
+    )
+    enable_preemptive: bool = Field(default=False, alias="enable-preemptive")
+
+
+class SchedulerConfig(_Section):
+    policy: PolicyName | str = Field(default="binpack", description="a built-in policy or a user policy name")
+    policy_files: list[str] = Field(default_factory=list, alias="policy-files")
+    resource_allocation: ResourceAllocation = Field(
+        default_factory=ResourceAllocation, alias="resource-allocation"
+    )
+
+
+class DevicePluginConfig(_Section):
+    mig_mode: Literal["strict", "flexible", "disabled"] = Field(default="disabled", alias="mig-mode")
+    memory_overcommit: float = Field(default=1.0, ge=1.0, le=10.0, alias="memory-overcommit")
+    isolation_level: Literal["hard", "soft", "none"] = Field(
+        default="hard", alias="isolation-level",
+        description="hard: limiter preloaded with memory and compute quotas; soft: memory only; none",
+    )
+    lightweight_mode: bool = Field(
+        default=False, alias="lightweight-mode", description="skip per-process monitoring to save NVML calls"
+    )
+    split_count: int = Field(default=10, ge=1, le=128, alias="split-count")
+    memory_scaling: float = Field(default=1.0, gt=0, le=10.0, alias="memory-scaling")
+    core_scaling: float = Field(default=1.0, gt=0, le=10.0, alias="core-scaling")
+
+
+class HamiConfig(_Section):
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    device_plugin: DevicePluginConfig = Field(default_factory=DevicePluginConfig, alias="device-plugin")
+
+
+def parse_config(data: Any, source: str = "<config>") -> HamiConfig:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InvalidConfig("<root>", "the configuration must be a mapping", source=source)
+    try:
+        return HamiConfig.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise InvalidConfig(field, message, source=source) from None
+
+
+def load_config(path: str | Path) -> HamiConfig:
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise InvalidConfig("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidConfig("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
+    return parse_config(data, source=str(file))
+
+
+def config_schema() -> dict[str, Any]:
+    schema = HamiConfig.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "hami-devices configuration"
+    return schema
+
+
+def config_schema_json() -> str:
+    return json.dumps(config_schema(), indent=2, sort_keys=True)

@@ -1,0 +1,49 @@
+"""Finding devices: through the vendor libraries, or from an inventory file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from hami_devices.config import HamiConfig
+from hami_devices.device import Device
+from hami_devices.errors import DeviceUnavailable
+from hami_devices.inventory import Inventory, load_inventory
+from hami_devices.ledger import Ledger, MemoryLedger
+from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
+
+
+def discover(
+    inventory: str | Path | Inventory | None = None,
+    *,
+    vendors: Iterable[str] | None = None,
+    config: HamiConfig | None = None,
+    ledger: Ledger | None = None,
+    registry: VendorRegistry | None = None,
+) -> list[Device]:
+    """Every device the loaded adapters find.
+
+    With ``inventory`` the adapters run on the simulated back end built from it;
+    without, each adapter whose library is present asks its hardware.  A vendor
+    whose library is absent contributes nothing (``hami-devices vendors`` says why).
+    """
+    registry = registry or load_vendors(vendors, config)
+    ledger = ledger or MemoryLedger()
+    devices: list[Device] = []
+    if inventory is not None:
+        inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
+        for node in inv.nodes:
+            by_vendor: dict[str, list] = {}  # type: ignore[type-arg]
+            for info in node.devices:
+                by_vendor.setdefault(info.vendor, []).append(info)
+            for vendor, infos in by_vendor.items():
+                if vendor not in registry.adapters:
+                    reason = registry.failures.get(vendor)
+                    detail = reason.error if reason else "no adapter is registered for it"
+                    raise DeviceUnavailable(f"inventory node {node.name!r} has {vendor} devices: {detail}")
+                devices.extend(registry.adapters[vendor].simulate(infos, ledger))
+        return devices
+    for adapter in registry.adapters.values():
+        if safe_probe(adapter).available:
+            devices.extend(adapter.discover(ledger))
+    return devices

@@ -1,0 +1,171 @@
+"""Inventory YAML -> nodes of DeviceInfo, the simulated back end's input.
+
+An inventory names, per node, groups of devices by vendor, model and count;
+everything else is filled from the traits catalog and may be overridden.
+A node entry with ``replicas: N`` stands for N identical nodes (``name-0`` ..).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hami_devices import traits as traits_catalog
+from hami_devices.errors import InvalidInventory, InvalidRequest
+from hami_devices.models import DeviceInfo, Health, first_error
+
+FABRIC_LINKS = {"nvlink", "hccs", "mlu-link", "xgmi"}
+PAIR_SCORE_FABRIC = 100
+PAIR_SCORE_PCIE_SAME_NUMA = 40
+PAIR_SCORE_PCIE_CROSS_NUMA = 10
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DeviceGroupSpec(_Strict):
+    vendor: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    count: int = Field(default=1, ge=1, le=64)
+    link: Literal["nvlink", "hccs", "mlu-link", "xgmi", "pcie"] | None = None
+    numa_nodes: int = Field(default=1, ge=1, le=8)
+    memory_mib: int | None = Field(default=None, gt=0)
+    split_count: int | None = Field(default=None, ge=1)
+    unhealthy: list[int] = Field(default_factory=list, description="indexes within this group")
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class NodeEntrySpec(_Strict):
+    name: str = Field(min_length=1)
+    replicas: int = Field(default=1, ge=1, le=100_000)
+    cpu_milli: int = Field(default=64_000, ge=0)
+    memory_mib: int = Field(default=262_144, ge=0)
+    labels: dict[str, str] = Field(default_factory=dict)
+    devices: list[DeviceGroupSpec] = Field(default_factory=list)
+
+
+class InventorySpec(_Strict):
+    nodes: list[NodeEntrySpec] = Field(min_length=1)
+
+
+class NodeSpec(BaseModel):
+    """One node: host CPU and memory, labels, and its devices."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    labels: dict[str, str] = Field(default_factory=dict)
+    devices: list[DeviceInfo] = Field(default_factory=list)
+
+
+class Inventory(BaseModel):
+    nodes: list[NodeSpec]
+    source: str | None = None
+
+    def devices(self) -> list[DeviceInfo]:
+        return [d for n in self.nodes for d in n.devices]
+
+
+def simulated_uuid(vendor: str, node: str, index: int) -> str:
+    digest = hashlib.sha1(f"{vendor}/{node}/{index}".encode()).hexdigest()
+    prefix = {"nvidia": "GPU", "ascend": "NPU", "cambricon": "MLU"}.get(vendor, vendor.upper())
+    return f"{prefix}-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+def _pair_score(link: str | None, numa_a: int | None, numa_b: int | None) -> int:
+    if link in FABRIC_LINKS:
+        return PAIR_SCORE_FABRIC
+    return PAIR_SCORE_PCIE_SAME_NUMA if numa_a == numa_b else PAIR_SCORE_PCIE_CROSS_NUMA
+
+
+def _node_devices(node_name: str, groups: list[DeviceGroupSpec], where: str) -> list[DeviceInfo]:
+    devices: list[DeviceInfo] = []
+    next_index: dict[str, int] = {}
+    group_of: list[DeviceGroupSpec] = []
+    for g, group in enumerate(groups):
+        try:
+            traits = traits_catalog.lookup(group.vendor, group.model)
+        except InvalidRequest as exc:
+            raise InvalidInventory(f"{where}.devices.{g}.model", exc.message) from None
+        bad = [i for i in group.unhealthy if i >= group.count]
+        if bad:
+            raise InvalidInventory(f"{where}.devices.{g}.unhealthy", f"indexes {bad} are beyond count {group.count}")
+        for i in range(group.count):
+            index = next_index.get(group.vendor, 0)
+            next_index[group.vendor] = index + 1
+            numa = i * group.numa_nodes // group.count
+            unhealthy = i in group.unhealthy
+            devices.append(
+                DeviceInfo(
+                    uuid=simulated_uuid(group.vendor, node_name, index),
+                    index=index,
+                    vendor=group.vendor,
+                    model=traits.model,
+                    node=node_name,
+                    memory_mib=group.memory_mib or traits.memory_mib,
+                    numa_node=numa,
+                    pci_bus_id=f"0000:{0x10 + len(devices):02x}:00.0",
+                    health=Health.UNHEALTHY if unhealthy else Health.HEALTHY,
+                    health_reason="marked unhealthy in the inventory" if unhealthy else None,
+                    split_count=group.split_count or 10,
+                    traits=traits,
+                    attributes={"backend": "simulated", **group.attributes},
+                )
+            )
+            group_of.append(group)
+    for a, dev_a in enumerate(devices):
+        scores = {
+            dev_b.uuid: _pair_score(group_of[a].link if group_of[a] is group_of[b] else None,
+                                    dev_a.numa_node, dev_b.numa_node)
+            for b, dev_b in enumerate(devices)
+            if b != a and dev_b.vendor == dev_a.vendor
+        }
+        devices[a] = dev_a.model_copy(update={"topology": scores})
+    return devices
+
+
+def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
+    try:
+        spec = InventorySpec.model_validate(data)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise InvalidInventory(field, message, source=source) from None
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    try:
+        for n, entry in enumerate(spec.nodes):
+            names = [entry.name] if entry.replicas == 1 else [f"{entry.name}-{r}" for r in range(entry.replicas)]
+            for name in names:
+                if name in seen:
+                    raise InvalidInventory(f"nodes.{n}.name", f"duplicate node name {name!r}")
+                seen.add(name)
+                nodes.append(
+                    NodeSpec(
+                        name=name,
+                        cpu_milli=entry.cpu_milli,
+                        memory_mib=entry.memory_mib,
+                        labels=entry.labels,
+                        devices=_node_devices(name, entry.devices, f"nodes.{n}"),
+                    )
+                )
+    except InvalidInventory as exc:
+        raise InvalidInventory(exc.field, exc.message, source=source) from None
+    return Inventory(nodes=nodes, source=source)
+
+
+def load_inventory(path: str | Path) -> Inventory:
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise InvalidInventory("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidInventory("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
+    return parse_inventory(data, source=str(file))

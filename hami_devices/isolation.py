@@ -1,0 +1,74 @@
+"""Glue between allocations and the native limiter: regions and their variables.
+
+One shared region per (allocation, vendor): each vendor's shim numbers its
+devices by position in that vendor's visible-devices list, so two vendors in
+one allocation must not share device slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hami_devices.models import DeviceHandle, Grant
+
+if TYPE_CHECKING:
+    from hami_devices.adapter import VendorAdapter
+
+MIB = 1024 * 1024
+
+
+def limits_enforced(adapter: VendorAdapter) -> bool:
+    return adapter.limiter_shim is not None and adapter.config.device_plugin.isolation_level != "none"
+
+
+def core_limit(adapter: VendorAdapter, grant: Grant) -> int:
+    """0 means no compute limit: soft isolation and exclusive grants are not throttled."""
+    if adapter.config.device_plugin.isolation_level != "hard" or grant.cores >= 100:
+        return 0
+    return grant.cores
+
+
+def create_region(adapter: VendorAdapter, handle_id: str, grants: Sequence[Grant]) -> Path:
+    from hami_devices import limiter
+
+    path = limiter.region_dir() / f"{handle_id}-{adapter.name}.region"
+    limits = [limiter.DeviceLimit(g.memory_mib * MIB, core_limit(adapter, g)) for g in grants]
+    limiter.Region.create(path, limits).close()
+    return path
+
+
+def remove_regions(handle: DeviceHandle) -> None:
+    for path in handle.regions.values():
+        Path(path).unlink(missing_ok=True)
+
+
+def limiter_environment(adapter: VendorAdapter, grants: Sequence[Grant], region_path: str | None) -> dict[str, str]:
+    """HAMI_* limits for every vendor, the adapter's own names, and the preload."""
+    if region_path is None or not limits_enforced(adapter):
+        return {}
+    from hami_devices import limiter
+
+    assert adapter.limiter_shim is not None
+    env = {
+        "HAMI_REGION_PATH": region_path,
+        "LD_PRELOAD": str(limiter.shim_library(adapter.limiter_shim)),
+    }
+    for position, grant in enumerate(grants):
+        env[f"HAMI_DEVICE_MEMORY_LIMIT_{position}"] = f"{grant.memory_mib}m"
+        env[f"HAMI_DEVICE_CORE_LIMIT_{position}"] = str(core_limit(adapter, grant))
+        env.update(adapter.limiter_variables(position, grant))
+    return env
+
+
+def merge_environments(envs: Sequence[dict[str, str]]) -> dict[str, str]:
+    """Later vendors add to LD_PRELOAD instead of replacing it."""
+    merged: dict[str, str] = {}
+    for env in envs:
+        for key, value in env.items():
+            if key == "LD_PRELOAD" and key in merged and value not in merged[key].split(":"):
+                merged[key] = f"{merged[key]}:{value}"
+            else:
+                merged[key] = value
+    return merged

@@ -1,0 +1,76 @@
+"""Assembling ``Metrics``: vendor readings, ledger accounting and limiter usage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hami_devices.accounting import usage_of
+from hami_devices.errors import LimiterError
+from hami_devices.models import NOT_AVAILABLE, AllocationUsage, DeviceHandle, Metrics, MetricValue, ProcessUsage
+
+if TYPE_CHECKING:
+    from hami_devices.device import Device
+
+MIB = 1024 * 1024
+
+
+def _region_usage(handle: DeviceHandle, device: Device) -> tuple[MetricValue, MetricValue, list[ProcessUsage]]:
+    """Live usage the limiter's region records for this device's slot in the handle."""
+    path = handle.regions.get(device.info.vendor)
+    if path is None:
+        return NOT_AVAILABLE, NOT_AVAILABLE, []
+    vendor_grants = [g for g in handle.grants if g.vendor == device.info.vendor]
+    slot = next(i for i, g in enumerate(vendor_grants) if g.uuid == device.uuid)
+    from hami_devices import limiter
+
+    try:
+        with limiter.Region.open(path) as region:
+            records = [r for r in region.device_usage() if r.device == slot]
+            processes = [p for p in region.process_usage() if p.device == slot and p.alive]
+    except (LimiterError, OSError):
+        return NOT_AVAILABLE, NOT_AVAILABLE, []
+    if not records:
+        return NOT_AVAILABLE, NOT_AVAILABLE, []
+    record = records[0]
+    utilization: MetricValue = NOT_AVAILABLE if record.utilization_pct is None else record.utilization_pct
+    procs = [ProcessUsage(pid=p.pid, memory_used_mib=p.memory_used_bytes / MIB) for p in processes]
+    return record.memory_used_bytes / MIB, utilization, procs
+
+
+def build_metrics(device: Device) -> Metrics:
+    readings = device.read()
+    info = device.info
+    handles = list(device.ledger.handles_on(device.uuid))
+    grants = [g for h in handles for g in h.grants if g.uuid == device.uuid]
+    usage = usage_of(grants)
+    allocations: list[AllocationUsage] = []
+    for handle in handles:
+        for grant in (g for g in handle.grants if g.uuid == device.uuid):
+            used, utilization, procs = _region_usage(handle, device)
+            allocations.append(
+                AllocationUsage(
+                    handle_id=handle.id,
+                    memory_limit_mib=grant.memory_mib,
+                    cores_limit=grant.cores,
+                    memory_used_mib=used,
+                    utilization_pct=utilization,
+                    processes=procs,
+                )
+            )
+    return Metrics(
+        uuid=info.uuid,
+        vendor=info.vendor,
+        model=info.model,
+        health=readings.health or info.health,
+        memory_total_mib=info.memory_mib,
+        memory_used_mib=readings.memory_used_mib,
+        utilization_pct=readings.utilization_pct,
+        temperature_c=readings.temperature_c,
+        power_w=readings.power_w,
+        allocated_memory_mib=usage.memory_mib,
+        allocated_cores=usage.cores,
+        sharers=usage.sharers,
+        allocations=allocations,
+        processes=readings.processes,
+        extra=readings.extra,
+    )

@@ -1,0 +1,111 @@
+"""Loading vendor adapters and scorers through entry points (stevedore).
+
+There is no built-in list: NVIDIA, Ascend and Cambricon register in
+``hami_devices.vendors`` exactly as a third-party package does.  A plugin that
+fails to import is recorded with its error and the others still load.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from stevedore import ExtensionManager
+
+from hami_devices.adapter import Probe, VendorAdapter
+from hami_devices.config import HamiConfig
+from hami_devices.errors import DeviceUnavailable
+
+VENDOR_NAMESPACE = "hami_devices.vendors"
+SCORER_NAMESPACE = "hami_devices.scorers"
+
+
+@dataclass
+class PluginFailure:
+    name: str
+    entry_point: str
+    error: str
+
+
+@dataclass
+class VendorRegistry:
+    adapters: dict[str, VendorAdapter] = field(default_factory=dict)
+    failures: dict[str, PluginFailure] = field(default_factory=dict)
+
+    def probes(self) -> dict[str, Probe]:
+        return {name: safe_probe(adapter) for name, adapter in self.adapters.items()}
+
+    def get(self, name: str) -> VendorAdapter:
+        if name in self.adapters:
+            return self.adapters[name]
+        if name in self.failures:
+            raise DeviceUnavailable(f"vendor plugin {name!r} failed to load: {self.failures[name].error}")
+        known = ", ".join(sorted(self.adapters)) or "none"
+        raise DeviceUnavailable(f"no vendor plugin named {name!r} (loaded: {known})")
+
+
+def safe_probe(adapter: VendorAdapter) -> Probe:
+    """A probe that raised is reported as unavailable, never propagated."""
+    try:
+        return adapter.probe()
+    except Exception as exc:
+        return Probe(False, f"probe raised {type(exc).__name__}: {exc}")
+
+
+def _load(namespace: str, names: Iterable[str] | None) -> tuple[dict[str, Any], dict[str, PluginFailure]]:
+    failures: dict[str, PluginFailure] = {}
+
+    def on_failure(_manager: ExtensionManager, entry_point: Any, exc: BaseException) -> None:
+        failures[entry_point.name] = PluginFailure(
+            entry_point.name, f"{entry_point.value}", f"{type(exc).__name__}: {exc}"
+        )
+
+    manager = ExtensionManager(
+        namespace=namespace,
+        invoke_on_load=False,
+        on_load_failure_callback=on_failure,
+    )
+    wanted = set(names) if names is not None else None
+    plugins = {ext.name: ext.plugin for ext in manager if wanted is None or ext.name in wanted}
+    if wanted is not None:
+        failures = {k: v for k, v in failures.items() if k in wanted}
+    return plugins, failures
+
+
+def load_vendors(names: Iterable[str] | None = None, config: HamiConfig | None = None) -> VendorRegistry:
+    """Instantiate every registered vendor adapter (or the named ones)."""
+    plugins, failures = _load(VENDOR_NAMESPACE, names)
+    registry = VendorRegistry(failures=failures)
+    for name, plugin in sorted(plugins.items()):
+        try:
+            adapter = plugin(config)
+            if not isinstance(adapter, VendorAdapter):
+                raise TypeError(f"{plugin!r} is not a VendorAdapter")
+        except Exception as exc:
+            registry.failures[name] = PluginFailure(name, repr(plugin), f"{type(exc).__name__}: {exc}")
+            continue
+        registry.adapters[name] = adapter
+    if names is not None:
+        for name in names:
+            if name not in registry.adapters and name not in registry.failures:
+                registry.failures[name] = PluginFailure(name, "", f"no entry point {name!r} in {VENDOR_NAMESPACE}")
+    return registry
+
+
+def load_scorers(names: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, PluginFailure]]:
+    """Scorer classes registered in ``hami_devices.scorers``, and the ones that failed."""
+    return _load(SCORER_NAMESPACE, names)
+
+
+_adapter_cache: dict[str, VendorAdapter] = {}
+_cache_lock = threading.Lock()
+
+
+def adapter_for(vendor: str, config: HamiConfig | None = None) -> VendorAdapter:
+    """One shared adapter per vendor name, loaded on first use."""
+    with _cache_lock:
+        if vendor not in _adapter_cache:
+            _adapter_cache[vendor] = load_vendors([vendor], config).get(vendor)
+        return _adapter_cache[vendor]

@@ -1,0 +1,44 @@
+"""Workload YAML -> the list of ResourceRequests a scheduler is asked to place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hami_devices.errors import InvalidRequest
+from hami_devices.models import ResourceRequest
+
+
+def parse_workload(data: Any, source: str = "<workload>") -> list[ResourceRequest]:
+    """``tasks:`` is a list of requests; ``replicas: N`` on a task repeats it as name-0 .. name-N-1."""
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+        raise InvalidRequest("tasks", "a workload is a mapping with a 'tasks' list", source=source)
+    requests: list[ResourceRequest] = []
+    for t, task in enumerate(data["tasks"]):
+        if not isinstance(task, dict):
+            raise InvalidRequest(f"tasks.{t}", "each task is a mapping", source=source)
+        body = dict(task)
+        replicas = body.pop("replicas", 1)
+        if not isinstance(replicas, int) or replicas < 1:
+            raise InvalidRequest(f"tasks.{t}.replicas", "must be a positive integer", source=source)
+        base = body.get("name") or f"task-{t}"
+        for r in range(replicas):
+            body["name"] = base if replicas == 1 else f"{base}-{r}"
+            try:
+                requests.append(ResourceRequest.model_validate(body))
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"tasks.{t}.{exc.field}", exc.message, source=source) from None
+    return requests
+
+
+def load_workload(path: str | Path) -> list[ResourceRequest]:
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text())
+    except OSError as exc:
+        raise InvalidRequest("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
+    except yaml.YAMLError as exc:
+        raise InvalidRequest("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
+    return parse_workload(data, source=str(file))
