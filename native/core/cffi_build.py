@@ -1,10 +1,106 @@
-"""Placeholder cffi build (replaced shortly by the full limiter core binding)."""
+"""cffi (out-of-line API mode) build of ``hami_devices._native``, the Python face of the limiter core.
+
+``setup.py`` names ``native/core/cffi_build.py:ffibuilder`` in ``cffi_modules``, so ``pip install .`` and
+``pip install -e .`` compile it.  To rebuild in place during development (no pip), run from anywhere::
+
+    /work/venv/bin/python native/core/cffi_build.py
+
+That compiles with the repository root as cffi's ``tmpdir``, so the module lands at
+``hami_devices/_native.<abi>.so`` (and the generated ``hami_devices/_native.c`` plus object files, all
+git-ignored, beside it).  The shims do not use this module: ``native/build_native.py`` compiles the same
+core sources into each LD_PRELOAD library.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from cffi import FFI
 
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CORE_SOURCES = ["region.c", "accounting.c", "procinfo.c", "throttle.c", "envcfg.c"]
+
+
+def _rel(path: Path) -> str:
+    # setuptools wants source paths relative to the project root (its cwd) when it can have them.
+    try:
+        return os.path.relpath(path, Path.cwd()) if path.is_relative_to(Path.cwd()) else str(path)
+    except ValueError:
+        return str(path)
+
+
+CDEF = """
+#define HAMI_REGION_MAX_DEVICES 16
+#define HAMI_REGION_MAX_PROCS 256
+#define HAMI_REGION_VERSION ...
+#define HAMI_OK ...
+#define HAMI_E_OOM ...
+#define HAMI_E_INVALID ...
+#define HAMI_E_CORRUPT ...
+#define HAMI_E_NOSLOT ...
+#define HAMI_E_IO ...
+#define HAMI_E_LOCK ...
+#define HAMI_E_EXISTS ...
+#define HAMI_CREATE_REPLACE ...
+#define HAMI_CREATE_OR_OPEN ...
+
+typedef struct hami_region hami_region;
+
+typedef struct hami_device_info {
+    uint64_t memory_limit;
+    uint64_t memory_used;
+    uint64_t memory_peak;
+    uint32_t core_limit;
+    int32_t util_valid;
+    uint64_t util_x100;
+    uint64_t launches;
+} hami_device_info;
+
+typedef struct hami_proc_info {
+    int32_t pid;
+    int32_t alive;
+    uint64_t start_time;
+    uint64_t used[16];
+} hami_proc_info;
+
+int hami_region_create(const char *path, int device_count, const uint64_t *memory_limits,
+                       const uint32_t *core_limits, unsigned flags, hami_region **out, char *err,
+                       size_t errlen);
+int hami_region_open(const char *path, hami_region **out, char *err, size_t errlen);
+void hami_region_close(hami_region *r);
+int hami_region_device_count(const hami_region *r);
+int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uint32_t core_limit);
+int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
+void hami_region_unregister(hami_region *r, int slot);
+int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
+void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
+int hami_region_reclaim_dead(hami_region *r);
+int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
+int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);
+int hami_region_debug_hold_lock(hami_region *r, unsigned milliseconds);
+uint64_t hami_proc_start_time(int32_t pid);
+int hami_parse_bytes(const char *text, uint64_t *out);
+"""
+
 ffibuilder = FFI()
-ffibuilder.cdef("int hami_native_version(void);")
-ffibuilder.set_source("hami_devices._native", "static int hami_native_version(void) { return 1; }")
+ffibuilder.cdef(CDEF)
+ffibuilder.set_source(
+    "hami_devices._native",
+    '#include "hami_region.h"',
+    sources=[_rel(HERE / name) for name in CORE_SOURCES],
+    include_dirs=[_rel(ROOT / "native" / "include")],
+    extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+    libraries=["pthread"],
+)
 
 if __name__ == "__main__":
-    ffibuilder.compile(verbose=True)
+    os.chdir(ROOT)
+    built = Path(ffibuilder.compile(tmpdir=str(ROOT), verbose=False)).resolve()
+    # pip builds an abi3-tagged module and this path a cpython-tagged one; drop whichever is stale so
+    # the import cannot pick an old build.
+    for other in (ROOT / "hami_devices").glob("_native.*.so"):
+        if other.resolve() != built:
+            other.unlink()
+    print(built)

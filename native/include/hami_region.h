@@ -1,0 +1,163 @@
+/*
+ * The limiter core: one shared accounting region per allocation.
+ *
+ * A region is an mmap'd file.  Its header (magic, version, sizes, checksum over
+ * that static part) lets every opener refuse a truncated, corrupt or foreign
+ * file instead of accounting against garbage.  The rest holds, per device, the
+ * memory limit, the compute limit, the bytes reserved and the token-bucket
+ * state, and a table of process slots keyed by (pid, process start time).
+ *
+ * Memory is *reserved* here before the vendor allocator runs and given back if
+ * that call fails, all under one robust process-shared mutex, so concurrent
+ * processes can never pass the limit together.
+ *
+ * This header is the C API used by the shims and by the cffi module
+ * (hami_devices._native); keep it free of vendor types.
+ */
+#ifndef HAMI_REGION_H
+#define HAMI_REGION_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HAMI_REGION_MAGIC 0x314E4752494D4148ULL /* "HAMIRGN1" as little-endian bytes */
+#define HAMI_REGION_VERSION 1u
+#define HAMI_REGION_MAX_DEVICES 16
+#define HAMI_REGION_MAX_PROCS 256
+
+/* Return codes of the core API (negative errno values are also possible). */
+#define HAMI_OK 0
+#define HAMI_E_OOM 1        /* the reservation would pass the memory limit */
+#define HAMI_E_INVALID 2    /* bad argument */
+#define HAMI_E_CORRUPT 3    /* region failed validation */
+#define HAMI_E_NOSLOT 4     /* every process slot is held by a live process */
+#define HAMI_E_IO 5         /* open/mmap/write failed (errno in the message) */
+#define HAMI_E_LOCK 6       /* the mutex is not recoverable */
+#define HAMI_E_EXISTS 7     /* create without replace found an existing file */
+
+/* hami_region_create flags */
+#define HAMI_CREATE_REPLACE 1u    /* atomically replace an existing file (rename) */
+#define HAMI_CREATE_OR_OPEN 2u    /* open the existing file instead of failing */
+
+typedef struct hami_region_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t header_size;   /* sizeof(hami_region_header) */
+    uint64_t total_size;    /* sizeof(hami_region_shm) == file size */
+    uint32_t device_count;  /* devices described by this region */
+    uint32_t max_devices;   /* HAMI_REGION_MAX_DEVICES at creation */
+    uint32_t max_procs;     /* HAMI_REGION_MAX_PROCS at creation */
+    uint32_t reserved;
+    uint64_t checksum;      /* FNV-1a over the fields above */
+} hami_region_header;
+
+/* Per device.  Limits are written under the lock and read with atomic loads. */
+typedef struct hami_region_device {
+    uint64_t memory_limit;  /* bytes; 0 = unlimited */
+    uint64_t memory_used;   /* bytes reserved by all live slots */
+    uint64_t memory_peak;   /* high-water mark of memory_used */
+    uint32_t core_limit;    /* percent; 0 or >= 100 = unlimited */
+    uint32_t reserved0;
+    /* token bucket (GCRA form): a launch may start at max(tat, now - burst) and
+     * pushes tat by pace_ns.  Lock-free: one CAS per launch. */
+    uint64_t tat_ns;
+    uint64_t pace_ns;         /* spacing between launches, from the controller */
+    uint64_t launches;        /* launches admitted (counted by the throttle) */
+    uint64_t waits;           /* launches that had to sleep */
+    /* feedback controller, run by whichever process claims ctl_last_ns */
+    uint64_t ctl_last_ns;
+    uint64_t ctl_last_busy_ns;
+    uint64_t ctl_last_launches;
+    uint64_t ctl_last_waits;
+    uint64_t cost_ns;         /* estimated device time per launch (EWMA) */
+    int64_t err_ns;           /* integral of (target - measured) device time */
+    uint64_t util_x100;       /* measured utilization of this region's processes, percent * 100 */
+    uint64_t util_at_ns;      /* CLOCK_MONOTONIC time util_x100 was published; 0 = never */
+    uint64_t pad[3];
+} hami_region_device;
+
+typedef struct hami_region_proc {
+    int32_t pid;            /* 0 = free */
+    uint32_t reserved;
+    uint64_t start_time;    /* /proc/<pid>/stat field 22 (clock ticks since boot) */
+    uint64_t used[HAMI_REGION_MAX_DEVICES];
+} hami_region_proc;
+
+typedef struct hami_region_shm {
+    hami_region_header hdr;
+    uint8_t pad0[64 - sizeof(hami_region_header) % 64];
+    pthread_mutex_t lock;            /* robust + process-shared */
+    uint32_t core_limited_mask;      /* bit d set: device d has a compute limit (hot-path check) */
+    uint32_t pad1;
+    uint64_t last_reclaim_ns;        /* rate-limits reclaim scans on the OOM path */
+    hami_region_device dev[HAMI_REGION_MAX_DEVICES];
+    hami_region_proc proc[HAMI_REGION_MAX_PROCS];
+} hami_region_shm;
+
+typedef struct hami_region {
+    hami_region_shm *shm;
+    int32_t device_count;
+    int owns_mapping;
+} hami_region;
+
+/* Snapshot types for readers (Python). */
+typedef struct hami_device_info {
+    uint64_t memory_limit;
+    uint64_t memory_used;
+    uint64_t memory_peak;
+    uint32_t core_limit;
+    int32_t util_valid;     /* 1 when util_x100 was measured in the last 2 s */
+    uint64_t util_x100;
+    uint64_t launches;
+} hami_device_info;
+
+typedef struct hami_proc_info {
+    int32_t pid;
+    int32_t alive;
+    uint64_t start_time;
+    uint64_t used[HAMI_REGION_MAX_DEVICES];
+} hami_proc_info;
+
+/* Cumulative device time (ns) used by the region's processes on a device, or
+ * UINT64_MAX when unknown.  Installed per process by the shim (fake state or NVML). */
+typedef uint64_t (*hami_busy_source_fn)(const hami_region *r, int device);
+
+/* region.c */
+int hami_region_create(const char *path, int device_count, const uint64_t *memory_limits,
+                       const uint32_t *core_limits, unsigned flags, hami_region **out, char *err,
+                       size_t errlen);
+int hami_region_open(const char *path, hami_region **out, char *err, size_t errlen);
+int hami_region_anonymous(int device_count, const uint64_t *memory_limits, const uint32_t *core_limits,
+                          hami_region **out);
+void hami_region_close(hami_region *r);
+int hami_region_validate(const hami_region_shm *shm, size_t file_size, char *err, size_t errlen);
+uint64_t hami_region_checksum(const hami_region_header *h);
+int hami_region_lock(hami_region *r);
+void hami_region_unlock(hami_region *r);
+int hami_region_debug_hold_lock(hami_region *r, unsigned milliseconds);
+
+/* accounting.c */
+int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uint32_t core_limit);
+int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
+void hami_region_unregister(hami_region *r, int slot);
+int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
+void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
+int hami_region_reclaim_dead(hami_region *r);
+int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
+int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);
+int hami_region_device_count(const hami_region *r);
+
+/* procinfo.c */
+uint64_t hami_proc_start_time(int32_t pid);   /* 0 when the process does not exist (or is a zombie) */
+int hami_proc_alive(int32_t pid, uint64_t start_time);
+uint64_t hami_now_ns(void);
+
+/* throttle.c */
+void hami_throttle(hami_region *r, int device, hami_busy_source_fn source);
+void hami_throttle_reset(hami_region *r, int device);
+
+/* envcfg.c: "1073741824", "1024m", "1g", "512k" (case-insensitive; optional "i"/"b"). */
+int hami_parse_bytes(const char *text, uint64_t *out);
+
+#endif /* HAMI_REGION_H */
