@@ -142,6 +142,7 @@ class VendorAdapter(ABC):
 
     def teardown(self, grants: list[Grant]) -> None:
         """Undo ``prepare``; must not raise for partitions that are already gone."""
+        return None
 
     # -- workload environment ----------------------------------------------
     def visible_device_id(self, grant: Grant) -> str:

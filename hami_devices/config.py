@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
 
-PolicyName = Literal["binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware"]
+BUILTIN_POLICIES = ("binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware")
 
 
 class _Section(BaseModel):
@@ -32,7 +32,12 @@ class ResourceAllocation(_Section):
 
 
 class SchedulerConfig(_Section):
-    policy: PolicyName | str = Field(default="binpack", description="a built-in policy or a user policy name")
+    policy: str = Field(
+        default="binpack",
+        min_length=1,
+        description="a built-in policy (binpack, spread, latency-aware, topology-aware, fragmentation-aware) "
+        "or the name of a user policy from policy-files",
+    )
     policy_files: list[str] = Field(default_factory=list, alias="policy-files")
     resource_allocation: ResourceAllocation = Field(
         default_factory=ResourceAllocation, alias="resource-allocation"

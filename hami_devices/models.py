@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Literal, Self, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic._internal._model_construction import ModelMetaclass
 
 from hami_devices.errors import InvalidRequest
 
@@ -42,17 +43,26 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     return field, str(err.get("msg", "invalid value"))
 
 
-class HamiModel(BaseModel):
-    """Base of all SDK models: strict about unknown fields, typed errors."""
+class _TypedErrorsMeta(ModelMetaclass):
+    """Turns a failed ``Model(...)`` call into ``InvalidRequest``.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    Hooking the metaclass rather than ``__init__`` matters: a model with its own
+    ``__init__`` makes pydantic call it for nested values too, which would wrap
+    our error again and lose the dotted path.
+    """
 
-    def __init__(self, **data: Any) -> None:
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         try:
-            super().__init__(**data)
+            return super().__call__(*args, **kwargs)
         except ValidationError as exc:
             field, message = first_error(exc)
             raise InvalidRequest(field, message) from None
+
+
+class HamiModel(BaseModel, metaclass=_TypedErrorsMeta):
+    """Base of all SDK models: strict about unknown fields, typed errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
@@ -109,7 +119,7 @@ class DeviceTraits(HamiModel):
     notes: str | None = None
 
     def supports(self, precision: str) -> bool:
-        return self.peak_tflops.get(precision, 0.0) > 0  # type: ignore[call-overload]
+        return bool(self.peak_tflops.get(precision, 0.0) > 0)  # type: ignore[call-overload]
 
 
 class PartitionProfile(HamiModel):

@@ -57,12 +57,12 @@ def safe_probe(adapter: VendorAdapter) -> Probe:
 def _load(namespace: str, names: Iterable[str] | None) -> tuple[dict[str, Any], dict[str, PluginFailure]]:
     failures: dict[str, PluginFailure] = {}
 
-    def on_failure(_manager: ExtensionManager, entry_point: Any, exc: BaseException) -> None:
+    def on_failure(_manager: ExtensionManager[Any], entry_point: Any, exc: BaseException) -> None:
         failures[entry_point.name] = PluginFailure(
             entry_point.name, f"{entry_point.value}", f"{type(exc).__name__}: {exc}"
         )
 
-    manager = ExtensionManager(
+    manager: ExtensionManager[Any] = ExtensionManager(
         namespace=namespace,
         invoke_on_load=False,
         on_load_failure_callback=on_failure,

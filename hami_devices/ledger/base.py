@@ -62,3 +62,4 @@ class Ledger(ABC):
 
     def close(self) -> None:
         """Release resources (connections); the default has none."""
+        return None

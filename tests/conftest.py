@@ -1,0 +1,28 @@
+"""Shared fixtures for the project's own tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO_ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _private_region_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Limiter regions created by allocations land in a per-test folder, not the user's runtime dir."""
+    monkeypatch.setenv("HAMI_REGION_DIR", str(tmp_path_factory.mktemp("regions")))
+    yield
+
+
+@pytest.fixture
+def example_inventory() -> Path:
+    return EXAMPLES / "cluster.yaml"
+
+
+@pytest.fixture
+def example_workload() -> Path:
+    return EXAMPLES / "workload.yaml"
