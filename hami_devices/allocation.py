@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.accounting import DeviceUsage, rejection_reasons, usage_of
+from hami_devices.config import HamiConfig
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode
 from hami_devices.isolation import create_region, limits_enforced, merge_environments, remove_regions
 from hami_devices.ledger import Ledger, LedgerView
@@ -25,6 +26,13 @@ if TYPE_CHECKING:
 
 TOPOLOGY_REQUIRED_MIN_SCORE = 50
 """Pair score every two devices of a part must reach when a request requires topology."""
+
+
+def memory_factor(config: HamiConfig) -> float:
+    """How much of a device's memory may be granted: overcommit x scaling x the scheduler's fraction."""
+    plugin = config.device_plugin
+    fraction = config.scheduler.resource_allocation.gpu_memory_fraction
+    return plugin.memory_overcommit * plugin.memory_scaling * fraction
 
 
 def coerce_request(request: ResourceRequest | Mapping[str, Any]) -> ResourceRequest:
@@ -59,13 +67,13 @@ class _Planner:
         if isinstance(planned, ReasonCode):
             self.reasons[info.uuid] = [planned]
             return None
-        plugin = device.adapter.config.device_plugin
+        config = device.adapter.config
         problems = rejection_reasons(
             info,
             usage,
             planned,
-            memory_overcommit=plugin.memory_overcommit,
-            core_capacity=int(100 * plugin.core_scaling),
+            memory_overcommit=memory_factor(config),
+            core_capacity=int(100 * config.device_plugin.core_scaling),
         )
         if problems:
             self.reasons[info.uuid] = problems

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 from hami_devices.accounting import DeviceUsage, usage_of
 from hami_devices.models import (
     NOT_AVAILABLE,
-    AllocationUsage,
     DeviceHandle,
     DeviceInfo,
     Health,
-    MetricValue,
     Metrics,
+    MetricValue,
     ProcessUsage,
     ResourceRequest,
 )

@@ -10,6 +10,7 @@ from hami_devices.device import Device
 from hami_devices.errors import DeviceUnavailable
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
+from hami_devices.models import DeviceInfo
 from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
 
@@ -31,9 +32,14 @@ def discover(
     ledger = ledger or MemoryLedger()
     devices: list[Device] = []
     if inventory is not None:
-        inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
+        split_count = (config or HamiConfig()).device_plugin.split_count
+        inv = (
+            inventory
+            if isinstance(inventory, Inventory)
+            else load_inventory(inventory, split_count_default=split_count)
+        )
         for node in inv.nodes:
-            by_vendor: dict[str, list] = {}  # type: ignore[type-arg]
+            by_vendor: dict[str, list[DeviceInfo]] = {}
             for info in node.devices:
                 by_vendor.setdefault(info.vendor, []).append(info)
             for vendor, infos in by_vendor.items():

@@ -83,7 +83,9 @@ def _pair_score(link: str | None, numa_a: int | None, numa_b: int | None) -> int
     return PAIR_SCORE_PCIE_SAME_NUMA if numa_a == numa_b else PAIR_SCORE_PCIE_CROSS_NUMA
 
 
-def _node_devices(node_name: str, groups: list[DeviceGroupSpec], where: str) -> list[DeviceInfo]:
+def _node_devices(
+    node_name: str, groups: list[DeviceGroupSpec], where: str, split_count_default: int
+) -> list[DeviceInfo]:
     devices: list[DeviceInfo] = []
     next_index: dict[str, int] = {}
     group_of: list[DeviceGroupSpec] = []
@@ -112,7 +114,7 @@ def _node_devices(node_name: str, groups: list[DeviceGroupSpec], where: str) -> 
                     pci_bus_id=f"0000:{0x10 + len(devices):02x}:00.0",
                     health=Health.UNHEALTHY if unhealthy else Health.HEALTHY,
                     health_reason="marked unhealthy in the inventory" if unhealthy else None,
-                    split_count=group.split_count or 10,
+                    split_count=group.split_count or split_count_default,
                     traits=traits,
                     attributes={"backend": "simulated", **group.attributes},
                 )
@@ -129,7 +131,8 @@ def _node_devices(node_name: str, groups: list[DeviceGroupSpec], where: str) -> 
     return devices
 
 
-def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
+def parse_inventory(data: Any, source: str = "<inventory>", *, split_count_default: int = 10) -> Inventory:
+    """Validate and expand an inventory; ``split_count_default`` applies where a group gives none."""
     try:
         spec = InventorySpec.model_validate(data)
     except ValidationError as exc:
@@ -150,7 +153,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
                         cpu_milli=entry.cpu_milli,
                         memory_mib=entry.memory_mib,
                         labels=entry.labels,
-                        devices=_node_devices(name, entry.devices, f"nodes.{n}"),
+                        devices=_node_devices(name, entry.devices, f"nodes.{n}", split_count_default),
                     )
                 )
     except InvalidInventory as exc:
@@ -158,7 +161,7 @@ def parse_inventory(data: Any, source: str = "<inventory>") -> Inventory:
     return Inventory(nodes=nodes, source=source)
 
 
-def load_inventory(path: str | Path) -> Inventory:
+def load_inventory(path: str | Path, *, split_count_default: int = 10) -> Inventory:
     file = Path(path)
     try:
         text = file.read_text()
@@ -168,4 +171,4 @@ def load_inventory(path: str | Path) -> Inventory:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InvalidInventory("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
-    return parse_inventory(data, source=str(file))
+    return parse_inventory(data, source=str(file), split_count_default=split_count_default)
