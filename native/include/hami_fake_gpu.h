@@ -157,8 +157,19 @@ static inline hami_fake_gpu_state *hami_fake_gpu_attach(const char *vendor) {
     return s;
 }
 
+/* Dead = gone, or a zombie not yet reaped (it holds no device memory). */
 static inline int hami_fake_pid_dead(int32_t pid) {
-    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+    if (pid <= 0) return 0;
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 1;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
 /* This pid's slot on a device, claimed on first use.  A slot of a dead pid is
@@ -189,6 +200,26 @@ static inline hami_fake_proc *hami_fake_proc_slot(hami_fake_device *d, int32_t p
         }
     }
     return NULL;
+}
+
+/* Gives back the bytes of dead processes (a real driver frees a killed
+ * process's memory); returns how many slots were recycled. */
+static inline int hami_fake_reap_dead(hami_fake_device *d) {
+    int n = 0;
+    for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
+        hami_fake_proc *p = &d->procs[i];
+        int32_t cur = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
+        if (cur > 0 && hami_fake_pid_dead(cur) &&
+            __atomic_compare_exchange_n(&p->pid, &cur, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
+            __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
+            __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
+            n++;
+        }
+    }
+    return n;
 }
 
 /* Takes bytes from the device's capacity; 0 on success, -1 when it does not fit. */

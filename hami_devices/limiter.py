@@ -1,0 +1,363 @@
+"""The Python face of the native limiter: shared regions, limits and usage.
+
+One region (an mmap'd file) exists per allocation.  The SDK creates it with the
+allocation's limits; the LD_PRELOAD shims inside the workload attach to it by
+path (``HAMI_REGION_PATH``, or HAMi-core's ``CUDA_DEVICE_MEMORY_SHARED_CACHE``),
+reserve memory in it before every device allocation and pace kernel launches by
+its compute limits.  This module reads and steers the region through the cffi
+module ``hami_devices._native``, which compiles the same C core the shims use.
+
+Environment a workload needs (the adapters set it):
+
+``LD_PRELOAD``                 ``shim_library("libhami_cuda.so")`` (or ``libhami_ascend.so``,
+                               ``libhami_cambricon.so``)
+``HAMI_REGION_PATH``           the region file (``Region.path``)
+``HAMI_DEVICE_MEMORY_LIMIT[_i]``  bytes, with optional k/m/g suffix; seeds a region the shim creates
+``HAMI_DEVICE_CORE_LIMIT[_i]``    percent 1..99 (0 or 100: unlimited); likewise
+
+The CUDA shim also reads ``CUDA_DEVICE_MEMORY_LIMIT[_i]``, ``CUDA_DEVICE_SM_LIMIT[_i]`` and
+``CUDA_DEVICE_MEMORY_SHARED_CACHE``.  A region that exists is authoritative over those variables.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any
+
+from hami_devices.errors import LimiterError
+
+__all__ = [
+    "DeviceLimit",
+    "DeviceUsageRecord",
+    "FakeDeviceSnapshot",
+    "ProcessRecord",
+    "Region",
+    "fake_gpu_snapshot",
+    "fake_library",
+    "native_available",
+    "parse_bytes",
+    "region_dir",
+    "shim_library",
+]
+
+MAX_DEVICES = 16
+_LIBS_DIR = Path(__file__).resolve().parent / "libs"
+_ERRLEN = 512
+
+
+def _native() -> ModuleType:
+    try:
+        from hami_devices import _native  # type: ignore[attr-defined]
+    except ImportError as exc:  # built by `pip install`; see native/core/cffi_build.py
+        raise LimiterError(f"the native limiter module is not built: {exc}") from exc
+    module: ModuleType = _native
+    return module
+
+
+def native_available() -> bool:
+    """True when the cffi module ``hami_devices._native`` is importable."""
+    try:
+        _native()
+    except LimiterError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class DeviceLimit:
+    """Limits of one device of an allocation."""
+
+    memory_limit_bytes: int  # 0 = no memory limit
+    core_limit_pct: int  # 0 or 100 = no compute limit; 1..99 = share
+
+    def __post_init__(self) -> None:
+        if self.memory_limit_bytes < 0 or self.memory_limit_bytes >= 1 << 64:
+            raise LimiterError(f"memory limit {self.memory_limit_bytes} out of range")
+        if not 0 <= self.core_limit_pct <= 100:
+            raise LimiterError(f"core limit {self.core_limit_pct}% outside 0..100")
+
+
+@dataclass(frozen=True)
+class DeviceUsageRecord:
+    """Usage of one device of a region, as its shims account it."""
+
+    device: int
+    memory_limit_bytes: int
+    core_limit_pct: int
+    memory_used_bytes: int
+    utilization_pct: float | None  # measured by the throttle; None when not measured recently
+    memory_peak_bytes: int = 0  # high-water mark of memory_used_bytes since creation
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """Memory one process holds on one device of a region."""
+
+    pid: int
+    start_time: int  # /proc/<pid>/stat field 22: tells a reused pid from the original process
+    device: int
+    memory_used_bytes: int
+    alive: bool
+
+
+class Region:
+    """One allocation's shared accounting region.  Use ``create`` or ``open``; close it (or use ``with``)."""
+
+    path: Path
+
+    def __init__(self, path: Path, handle: Any, ffi: Any, lib: Any) -> None:
+        self.path = path
+        self._handle = handle
+        self._ffi = ffi
+        self._lib = lib
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, path: str | Path, limits: Sequence[DeviceLimit], *, replace: bool = True) -> Region:
+        """Write a fresh region with one entry per device in ``limits``.
+
+        The file appears atomically.  By default an existing file is replaced (a leftover from an
+        earlier allocation must not leak its counters into this one); processes still attached to the
+        old file keep the old inode.  With ``replace=False`` an existing file is an error.
+        """
+        if len(limits) > MAX_DEVICES:
+            raise LimiterError(f"{len(limits)} devices; a region holds at most {MAX_DEVICES}")
+        native = _native()
+        ffi, lib = native.ffi, native.lib
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mem = ffi.new("uint64_t[]", [limit.memory_limit_bytes for limit in limits] or [0])
+        core = ffi.new("uint32_t[]", [limit.core_limit_pct for limit in limits] or [0])
+        out = ffi.new("hami_region **")
+        err = ffi.new("char[]", _ERRLEN)
+        flags = lib.HAMI_CREATE_REPLACE if replace else 0
+        rc = lib.hami_region_create(os.fsencode(target), len(limits), mem, core, flags, out, err, _ERRLEN)
+        if rc != lib.HAMI_OK:
+            raise LimiterError(f"cannot create region {target}: {ffi.string(err).decode(errors='replace')}")
+        return cls(target, out[0], ffi, lib)
+
+    @classmethod
+    def open(cls, path: str | Path) -> Region:
+        """Attach to an existing region, validating its header; raises ``LimiterError`` if unusable."""
+        native = _native()
+        ffi, lib = native.ffi, native.lib
+        target = Path(path)
+        out = ffi.new("hami_region **")
+        err = ffi.new("char[]", _ERRLEN)
+        rc = lib.hami_region_open(os.fsencode(target), out, err, _ERRLEN)
+        if rc != lib.HAMI_OK:
+            raise LimiterError(f"cannot open region {target}: {ffi.string(err).decode(errors='replace')}")
+        return cls(target, out[0], ffi, lib)
+
+    def _live(self) -> Any:
+        if self._handle is None:
+            raise LimiterError(f"region {self.path} is closed")
+        return self._handle
+
+    @property
+    def device_count(self) -> int:
+        return int(self._lib.hami_region_device_count(self._live()))
+
+    def set_limit(self, device: int, limit: DeviceLimit) -> None:
+        """Change one device's limits; running shims see the change on their next call."""
+        with self._lock:
+            rc = self._lib.hami_region_set_limit(
+                self._live(), device, limit.memory_limit_bytes, limit.core_limit_pct
+            )
+        if rc != self._lib.HAMI_OK:
+            raise LimiterError(f"cannot set limit of device {device} in {self.path} (code {rc})")
+
+    def device_usage(self) -> list[DeviceUsageRecord]:
+        info = self._ffi.new("hami_device_info *")
+        records = []
+        with self._lock:
+            handle = self._live()
+            for device in range(self._lib.hami_region_device_count(handle)):
+                self._lib.hami_region_device_info(handle, device, info)
+                records.append(
+                    DeviceUsageRecord(
+                        device=device,
+                        memory_limit_bytes=int(info.memory_limit),
+                        core_limit_pct=int(info.core_limit),
+                        memory_used_bytes=int(info.memory_used),
+                        utilization_pct=int(info.util_x100) / 100.0 if info.util_valid else None,
+                        memory_peak_bytes=int(info.memory_peak),
+                    )
+                )
+        return records
+
+    def process_usage(self) -> list[ProcessRecord]:
+        """One record per registered process and device of the region."""
+        infos = self._ffi.new("hami_proc_info[]", 256)
+        with self._lock:
+            handle = self._live()
+            count = self._lib.hami_region_proc_infos(handle, infos, 256)
+            devices = self._lib.hami_region_device_count(handle)
+        return [
+            ProcessRecord(
+                pid=int(infos[i].pid),
+                start_time=int(infos[i].start_time),
+                device=device,
+                memory_used_bytes=int(infos[i].used[device]),
+                alive=bool(infos[i].alive),
+            )
+            for i in range(count)
+            for device in range(devices)
+        ]
+
+    def reclaim_dead(self) -> int:
+        """Give back what exited (or pid-reused) processes still hold; returns the slots freed."""
+        with self._lock:
+            n = int(self._lib.hami_region_reclaim_dead(self._live()))
+        if n < 0:
+            raise LimiterError(f"cannot lock region {self.path}")
+        return n
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._lib.hami_region_close(self._handle)
+                self._handle = None
+
+    def __enter__(self) -> Region:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._handle is None else "open"
+        return f"Region({str(self.path)!r}, {state})"
+
+
+def parse_bytes(text: str) -> int:
+    """Parse a limit the way the shims do ("4g", "512m", "1073741824"); raises ``LimiterError``."""
+    native = _native()
+    out = native.ffi.new("uint64_t *")
+    if native.lib.hami_parse_bytes(text.encode(), out) != 0:
+        raise LimiterError(f"not a byte size: {text!r}")
+    return int(out[0])
+
+
+def region_dir() -> Path:
+    """Folder for region files: ``$HAMI_REGION_DIR``, else a private per-user runtime folder (created)."""
+    explicit = os.environ.get("HAMI_REGION_DIR")
+    if explicit:
+        folder = Path(explicit)
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        folder = Path(os.environ["XDG_RUNTIME_DIR"]) / "hami-devices" / "regions"
+    else:
+        folder = Path(tempfile.gettempdir()) / f"hami-devices-{os.getuid()}" / "regions"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
+def _installed(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise LimiterError(f"{what} {path.name} is not built (looked in {path.parent}); reinstall the package")
+    return path
+
+
+def shim_library(name: str) -> Path:
+    """Installed path of a shim, e.g. ``shim_library("libhami_cuda.so")``."""
+    return _installed(_LIBS_DIR / name, "limiter shim")
+
+
+def fake_library(name: str) -> Path:
+    """Installed path of a fake vendor library, e.g. ``fake_library("libcuda.so.1")``."""
+    return _installed(_LIBS_DIR / "fakes" / name, "fake vendor library")
+
+
+# ---- the fake runtimes' shared state (native/include/hami_fake_gpu.h), for tests and the bench ----
+
+FAKE_GPU_MAGIC = 0x31414746494D4148
+FAKE_GPU_VERSION = 1
+FAKE_MAX_DEVICES = 16
+FAKE_MAX_PROCS = 64
+
+
+class _FakeProc(ctypes.Structure):
+    _fields_ = (
+        ("pid", ctypes.c_int32),
+        ("reserved", ctypes.c_uint32),
+        ("used_bytes", ctypes.c_uint64),
+        ("busy_ns", ctypes.c_uint64),
+        ("launches", ctypes.c_uint64),
+    )
+
+
+class _FakeDevice(ctypes.Structure):
+    _fields_ = (
+        ("total_bytes", ctypes.c_uint64),
+        ("used_bytes", ctypes.c_uint64),
+        ("peak_used_bytes", ctypes.c_uint64),
+        ("busy_ns", ctypes.c_uint64),
+        ("busy_until_ns", ctypes.c_uint64),
+        ("launches", ctypes.c_uint64),
+        ("procs", _FakeProc * FAKE_MAX_PROCS),
+    )
+
+
+class _FakeState(ctypes.Structure):
+    _fields_ = (
+        ("magic", ctypes.c_uint64),
+        ("version", ctypes.c_uint32),
+        ("device_count", ctypes.c_uint32),
+        ("size", ctypes.c_uint64),
+        ("created_ns", ctypes.c_uint64),
+        ("devices", _FakeDevice * FAKE_MAX_DEVICES),
+    )
+
+
+@dataclass(frozen=True)
+class FakeDeviceSnapshot:
+    """One fake device as the fake runtimes see it (``HAMI_FAKE_GPU_STATE``)."""
+
+    device: int
+    total_bytes: int
+    used_bytes: int
+    peak_used_bytes: int
+    busy_ns: int
+    launches: int
+    process_used_bytes: dict[int, int]
+    process_busy_ns: dict[int, int]
+
+
+def fake_gpu_snapshot(path: str | Path) -> list[FakeDeviceSnapshot]:
+    """Read the fake runtimes' shared state file; raises ``LimiterError`` if it is not one."""
+    data = Path(path).read_bytes()
+    if len(data) < ctypes.sizeof(_FakeState):
+        raise LimiterError(f"{path}: truncated fake GPU state ({len(data)} bytes)")
+    state = _FakeState.from_buffer_copy(data)
+    if state.magic != FAKE_GPU_MAGIC or state.version != FAKE_GPU_VERSION:
+        raise LimiterError(f"{path}: not a fake GPU state file of version {FAKE_GPU_VERSION}")
+    snapshots = []
+    for index in range(state.device_count):
+        dev = state.devices[index]
+        procs = [p for p in dev.procs if p.pid > 0]
+        snapshots.append(
+            FakeDeviceSnapshot(
+                device=index,
+                total_bytes=dev.total_bytes,
+                used_bytes=dev.used_bytes,
+                peak_used_bytes=dev.peak_used_bytes,
+                busy_ns=dev.busy_ns,
+                launches=dev.launches,
+                process_used_bytes={p.pid: p.used_bytes for p in procs},
+                process_busy_ns={p.pid: p.busy_ns for p in procs},
+            )
+        )
+    return snapshots

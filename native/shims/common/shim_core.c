@@ -1,0 +1,144 @@
+#define _GNU_SOURCE
+#include "shim_core.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+hami_shim hami_g_shim = {.mode = HAMI_SHIM_PASSTHROUGH, .slot = -1};
+
+static const char *env_for(const char *const *names, int device) {
+    /* Per device, the indexed name wins; across families the first listed wins. */
+    for (const char *const *n = names; n && *n; n++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s_%d", *n, device);
+        const char *v = getenv(key);
+        if (v && *v) return v;
+        v = getenv(*n);
+        if (v && *v) return v;
+    }
+    return NULL;
+}
+
+static void broken(const char *what, const char *detail) {
+    hami_g_shim.mode = HAMI_SHIM_BROKEN;
+    hami_g_shim.region = NULL;
+    fprintf(stderr,
+            "[hami-limiter/%s] FATAL: %s: %s. Device memory allocations will fail so that this "
+            "workload does not run with wrong accounting.\n",
+            hami_g_shim.tag, what, detail);
+}
+
+static void after_fork_child(void) {
+    /* The child shares the region mapping but is a new process: it takes its
+     * own slot on first allocation. */
+    hami_g_shim.slot = -1;
+}
+
+static int ensure_slot(void) {
+    if (hami_g_shim.slot >= 0) return HAMI_OK;
+    int32_t pid = (int32_t)getpid();
+    int slot = hami_region_register(hami_g_shim.region, pid, hami_proc_start_time(pid));
+    if (slot < 0) return -slot;
+    hami_g_shim.slot = slot;
+    return HAMI_OK;
+}
+
+__attribute__((destructor)) static void leave(void) {
+    /* Exiting: the runtime frees this process's device memory, so hand its
+     * reservations back now rather than waiting for a reclaim scan. */
+    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
+        hami_region_unregister(hami_g_shim.region, hami_g_shim.slot);
+}
+
+void hami_shim_setup(const hami_shim_config *cfg) {
+    hami_g_shim.tag = cfg->tag;
+    uint64_t mem[HAMI_REGION_MAX_DEVICES] = {0};
+    uint32_t core[HAMI_REGION_MAX_DEVICES] = {0};
+    int any = 0;
+    for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++) {
+        const char *m = env_for(cfg->memory_vars, d), *c = env_for(cfg->core_vars, d);
+        if (m) {
+            if (hami_parse_bytes(m, &mem[d]) != 0) {
+                broken("bad memory limit", m);
+                return;
+            }
+            any |= mem[d] != 0;
+        }
+        if (c) {
+            char *end;
+            unsigned long v = strtoul(c, &end, 10);
+            if (*end || v > 100) {
+                broken("bad core limit (want 0..100)", c);
+                return;
+            }
+            core[d] = (uint32_t)v;
+            any |= v > 0 && v < 100;
+        }
+    }
+    const char *path = NULL;
+    for (const char *const *n = cfg->region_vars; n && *n && !path; n++) {
+        const char *v = getenv(*n);
+        if (v && *v) path = v;
+    }
+    char err[512] = "";
+    int rc;
+    if (path) {
+        /* The SDK normally creates the region with the allocation's limits;
+         * if it is absent (plain HAMi-core style setup), the first process
+         * creates it from the environment. */
+        rc = hami_region_create(path, HAMI_REGION_MAX_DEVICES, mem, core, HAMI_CREATE_OR_OPEN, &hami_g_shim.region,
+                                err, sizeof err);
+        if (rc != HAMI_OK) {
+            char what[600];
+            snprintf(what, sizeof what, "cannot use shared region %s", path);
+            broken(what, err);
+            return;
+        }
+    } else if (any) {
+        rc = hami_region_anonymous(HAMI_REGION_MAX_DEVICES, mem, core, &hami_g_shim.region);
+        if (rc != HAMI_OK) {
+            broken("cannot create a private region", "mmap failed");
+            return;
+        }
+    } else {
+        hami_g_shim.mode = HAMI_SHIM_PASSTHROUGH;
+        return;
+    }
+    hami_g_shim.busy_source = cfg->busy_source;
+    rc = ensure_slot();
+    if (rc != HAMI_OK) {
+        broken("cannot register this process in the region", rc == HAMI_E_NOSLOT ? "all slots taken" : "lock error");
+        return;
+    }
+    pthread_atfork(NULL, NULL, after_fork_child);
+    hami_g_shim.mode = HAMI_SHIM_ACTIVE;
+}
+
+int hami_shim_reserve(int device, uint64_t bytes) {
+    if (hami_g_shim.mode != HAMI_SHIM_ACTIVE) return hami_g_shim.mode == HAMI_SHIM_PASSTHROUGH ? HAMI_OK : HAMI_E_CORRUPT;
+    int rc = ensure_slot();
+    if (rc != HAMI_OK) return rc;
+    return hami_region_reserve(hami_g_shim.region, hami_g_shim.slot, device, bytes);
+}
+
+void hami_shim_release(int device, uint64_t bytes) {
+    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
+        hami_region_release(hami_g_shim.region, hami_g_shim.slot, device, bytes);
+}
+
+int hami_shim_clamp_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes) {
+    if (hami_g_shim.mode != HAMI_SHIM_ACTIVE) return 0;
+    hami_region *r = hami_g_shim.region;
+    if (device < 0 || device >= r->device_count) return 0;
+    hami_region_device *d = &r->shm->dev[device];
+    uint64_t limit = __atomic_load_n(&d->memory_limit, __ATOMIC_ACQUIRE);
+    if (!limit) return 0;
+    uint64_t used = __atomic_load_n(&d->memory_used, __ATOMIC_ACQUIRE);
+    uint64_t left = used < limit ? limit - used : 0;
+    if (*total_bytes > limit) *total_bytes = limit;
+    if (*free_bytes > left) *free_bytes = left;
+    return 1;
+}

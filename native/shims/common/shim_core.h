@@ -1,0 +1,62 @@
+/* What every vendor shim shares: reading the allocation's environment,
+ * attaching the region, this process's slot, and the memory/compute checks
+ * the wrappers call around the vendor's functions. */
+#ifndef HAMI_SHIM_CORE_H
+#define HAMI_SHIM_CORE_H
+
+#include <stdint.h>
+
+#include "hami_region.h"
+
+enum hami_shim_mode {
+    HAMI_SHIM_PASSTHROUGH = 1, /* no region and no limits: wrappers only forward */
+    HAMI_SHIM_ACTIVE = 2,
+    HAMI_SHIM_BROKEN = 3,      /* region unusable: refuse allocations rather than mis-account */
+};
+
+typedef struct hami_shim_config {
+    const char *tag;                 /* "cuda", "ascend", "cambricon": for messages */
+    const char *const *memory_vars;  /* NULL-terminated, in precedence order; "<NAME>_<i>" beats "<NAME>" */
+    const char *const *core_vars;
+    const char *const *region_vars;
+    hami_busy_source_fn busy_source; /* may be NULL */
+} hami_shim_config;
+
+typedef struct hami_shim {
+    int mode;
+    int slot;
+    hami_region *region;
+    hami_busy_source_fn busy_source;
+    const char *tag;
+} hami_shim;
+
+extern hami_shim hami_g_shim;
+
+/* Reads the environment and attaches the region.  Call once (pthread_once). */
+void hami_shim_setup(const hami_shim_config *cfg);
+
+/* HAMI_OK, HAMI_E_OOM, or another HAMI_E_* when the shim is broken. */
+int hami_shim_reserve(int device, uint64_t bytes);
+void hami_shim_release(int device, uint64_t bytes);
+/* Clamps a vendor's (free, total) to the device's limit.  Returns 0 if it did nothing. */
+int hami_shim_clamp_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes);
+
+static inline int hami_shim_accounting(void) { return hami_g_shim.mode != HAMI_SHIM_PASSTHROUGH; }
+
+/* Hot path of every launch: two loads when no device has a compute limit. */
+static inline int hami_shim_compute_limited(void) {
+    hami_region *r = hami_g_shim.region;
+    return r && __atomic_load_n(&r->shm->core_limited_mask, __ATOMIC_RELAXED) != 0;
+}
+
+static inline void hami_shim_throttle(int device) {
+    hami_throttle(hami_g_shim.region, device, hami_g_shim.busy_source);
+}
+
+/* Busy-time sources (busy_fake.c, busy_nvml.c). */
+uint64_t hami_busy_from_fake_state(const hami_region *r, int device);
+uint64_t hami_busy_from_nvml(const hami_region *r, int device);
+/* Picks the fake state when $HAMI_FAKE_GPU_STATE is set, else NVML, else none. */
+hami_busy_source_fn hami_default_busy_source(int allow_nvml);
+
+#endif

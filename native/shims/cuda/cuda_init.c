@@ -1,0 +1,67 @@
+/* Finding the real driver and attaching the allocation's region (lazily, on
+ * the first CUDA call, so LD_PRELOAD costs nothing in non-CUDA processes). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cuda_shim.h"
+
+hami_cuda_real hami_real;
+int hami_cuda_ready;
+hami_ptrmap hami_cuda_ptrs, hami_cuda_handles;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static const char *const MEMORY_VARS[] = {"HAMI_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT", NULL};
+static const char *const CORE_VARS[] = {"HAMI_DEVICE_CORE_LIMIT", "CUDA_DEVICE_SM_LIMIT", NULL};
+static const char *const REGION_VARS[] = {"HAMI_REGION_PATH", "CUDA_DEVICE_MEMORY_SHARED_CACHE", NULL};
+
+void *hami_real_dlsym(void *handle, const char *name) {
+    /* glibc >= 2.34 versions dlsym GLIBC_2.34; older ones GLIBC_2.2.5. dlvsym
+     * is not interposed, so this reaches libc's dlsym, never ours. */
+    static void *(*real)(void *, const char *);
+    if (!real) {
+        real = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (!real) real = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    }
+    return real ? real(handle, name) : NULL;
+}
+
+static void after_fork_child(void) {
+    hami_ptrmap_after_fork(&hami_cuda_ptrs);
+    hami_ptrmap_after_fork(&hami_cuda_handles);
+}
+
+static void init_once(void) {
+    /* The application (or the CUDA runtime) may have dlopen'ed the driver
+     * privately, out of RTLD_NEXT's reach; open it by soname instead. */
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) h = dlopen("libcuda.so.1", RTLD_LAZY);
+    if (!h) {
+        fprintf(stderr, "[hami-limiter/CUDA] cannot load libcuda.so.1: %s\n", dlerror());
+    } else {
+#define HAMI_RESOLVE(name) hami_real.name = (__typeof__(&name))hami_real_dlsym(h, #name);
+        HAMI_CUDA_WRAPPED(HAMI_RESOLVE)
+        hami_real.cuCtxGetDevice = (__typeof__(&cuCtxGetDevice))hami_real_dlsym(h, "cuCtxGetDevice");
+    }
+    hami_shim_config cfg = {
+        .tag = "CUDA",
+        .memory_vars = MEMORY_VARS,
+        .core_vars = CORE_VARS,
+        .region_vars = REGION_VARS,
+        .busy_source = hami_default_busy_source(1),
+    };
+    hami_shim_setup(&cfg);
+    pthread_atfork(NULL, NULL, after_fork_child);
+    __atomic_store_n(&hami_cuda_ready, 1, __ATOMIC_RELEASE);
+}
+
+void hami_cuda_init(void) { pthread_once(&g_once, init_once); }
+
+HAMI_EXPORT CUresult cuInit(unsigned int Flags) {
+    hami_cuda_ensure();
+    /* A broken region refuses the workload up front, not at its first allocation. */
+    if (hami_g_shim.mode == HAMI_SHIM_BROKEN) return CUDA_ERROR_NOT_INITIALIZED;
+    return hami_real.cuInit ? hami_real.cuInit(Flags) : CUDA_ERROR_NOT_INITIALIZED;
+}

@@ -1,0 +1,244 @@
+/* Test driver for the CUDA shim: a real process linked against libcuda.so.1
+ * (the fake, found through LD_LIBRARY_PATH), run with or without LD_PRELOAD.
+ *
+ *   cuda_driver oom                       fill to the limit, then one byte more
+ *   cuda_driver storm THREADS ITERS MAXB SEED   concurrent alloc/free storm
+ *   cuda_driver hold BYTES                allocate, print READY, sleep
+ *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1"
+ *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
+ *   cuda_driver bench N                   ns per alloc+free pair and per empty launch
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hami_cuda_api.h"
+
+void hamiFakeCudaSetKernelNs(uint64_t ns);
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void use_device(int dev) {
+    CUcontext ctx;
+    if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+        fprintf(stderr, "no device %d\n", dev);
+        exit(3);
+    }
+}
+
+static int cmd_oom(void) {
+    size_t free_b = 0, total_b = 0, devtotal = 0;
+    int rc = cuMemGetInfo_v2(&free_b, &total_b);
+    printf("meminfo rc=%d free=%zu total=%zu\n", rc, free_b, total_b);
+    cuDeviceTotalMem_v2(&devtotal, 0);
+    printf("devtotal %zu\n", devtotal);
+    /* Fill exactly to the reported free amount in 1 MiB steps plus a remainder. */
+    size_t left = free_b, done = 0;
+    while (left > 0) {
+        size_t chunk = left > (1u << 20) ? (1u << 20) : left;
+        CUdeviceptr p;
+        rc = cuMemAlloc_v2(&p, chunk);
+        if (rc != CUDA_SUCCESS) break;
+        left -= chunk;
+        done += chunk;
+    }
+    printf("filled %zu rc=%d\n", done, rc);
+    CUdeviceptr extra;
+    printf("one_more rc=%d\n", cuMemAlloc_v2(&extra, 1));
+    cuMemGetInfo_v2(&free_b, &total_b);
+    printf("after free=%zu total=%zu\n", free_b, total_b);
+    /* Other allocation entry points hit the same limit. */
+    size_t pitch;
+    printf("pitch rc=%d\n", cuMemAllocPitch_v2(&extra, &pitch, 64, 1, 4));
+    printf("managed rc=%d\n", cuMemAllocManaged(&extra, 1, CU_MEM_ATTACH_GLOBAL));
+    printf("async rc=%d\n", cuMemAllocAsync(&extra, 1, NULL));
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    printf("create rc=%d\n", cuMemCreate(&h, 1, &prop, 0));
+    return 0;
+}
+
+struct storm_args { int iters; size_t maxb; unsigned seed; long ok, oom; };
+
+static void *storm_thread(void *arg) {
+    struct storm_args *a = arg;
+    CUdeviceptr held[4] = {0};
+    use_device(0);
+    for (int i = 0; i < a->iters; i++) {
+        int k = (int)(rand_r(&a->seed) % 4);
+        if (held[k]) {
+            if (cuMemFree_v2(held[k]) != CUDA_SUCCESS) { fprintf(stderr, "free failed\n"); exit(4); }
+            held[k] = 0;
+        } else {
+            size_t n = 1 + (size_t)rand_r(&a->seed) % a->maxb;
+            int rc = (i % 3 == 0) ? cuMemAllocAsync(&held[k], n, NULL) : cuMemAlloc_v2(&held[k], n);
+            if (rc == CUDA_SUCCESS) a->ok++;
+            else if (rc == CUDA_ERROR_OUT_OF_MEMORY) { a->oom++; held[k] = 0; }
+            else { fprintf(stderr, "alloc rc=%d\n", rc); exit(4); }
+        }
+    }
+    for (int k = 0; k < 4; k++) if (held[k]) cuMemFree_v2(held[k]);
+    return NULL;
+}
+
+static int cmd_storm(int threads, int iters, size_t maxb, unsigned seed) {
+    pthread_t t[64];
+    struct storm_args a[64];
+    for (int i = 0; i < threads; i++) {
+        a[i] = (struct storm_args){iters, maxb, seed * 131u + (unsigned)i, 0, 0};
+        pthread_create(&t[i], NULL, storm_thread, &a[i]);
+    }
+    long ok = 0, oom = 0;
+    for (int i = 0; i < threads; i++) { pthread_join(t[i], NULL); ok += a[i].ok; oom += a[i].oom; }
+    printf("ok=%ld oom=%ld\n", ok, oom);
+    return 0;
+}
+
+static int cmd_hold(size_t bytes) {
+    CUdeviceptr p;
+    int rc = cuMemAlloc_v2(&p, bytes);
+    printf("READY rc=%d\n", rc);
+    fflush(stdout);
+    for (;;) pause();
+    return 0;
+}
+
+struct launch_args { const char *kind; uint64_t ns; double secs; int dev; long n; int rc; };
+
+static void *launch_thread(void *arg) {
+    struct launch_args *a = arg;
+    use_device(a->dev);
+    hamiFakeCudaSetKernelNs(a->ns);
+    CUfunction f = NULL;
+    CUmodule m;
+    cuModuleLoadData(&m, "fake");
+    cuModuleGetFunction(&f, m, "k");
+    CUgraph g;
+    CUgraphExec ge;
+    cuGraphCreate(&g, 0);
+    cuGraphInstantiateWithFlags(&ge, g, 0);
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+    double end = now_s() + a->secs;
+    while (now_s() < end) {
+        int rc;
+        if (!strcmp(a->kind, "ex")) rc = cuLaunchKernelEx(&cfg, f, NULL, NULL);
+        else if (!strcmp(a->kind, "coop")) rc = cuLaunchCooperativeKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL);
+        else if (!strcmp(a->kind, "graph")) rc = cuGraphLaunch(ge, NULL);
+        else rc = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        if (rc != CUDA_SUCCESS) { a->rc = rc; break; }
+        a->n++;
+    }
+    return NULL;
+}
+
+static int cmd_launch(const char *kind, uint64_t us, double secs, const char *devs) {
+    pthread_t t[16];
+    struct launch_args a[16];
+    int n = 0;
+    for (const char *p = devs; *p && n < 16;) {
+        a[n] = (struct launch_args){kind, us * 1000ull, secs, atoi(p), 0, 0};
+        pthread_create(&t[n], NULL, launch_thread, &a[n]);
+        n++;
+        const char *c = strchr(p, ',');
+        if (!c) break;
+        p = c + 1;
+    }
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        printf("device %d launches %ld rc=%d\n", a[i].dev, a[i].n, a[i].rc);
+        bad |= a[i].rc;
+    }
+    return bad ? 5 : 0;
+}
+
+static int cmd_lookup(size_t over) {
+    size_t free_b, total_b;
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+    typedef CUresult (*info_fn)(size_t *, size_t *);
+    typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+    CUdeviceptr p;
+    alloc_fn a = (alloc_fn)dlsym(h, "cuMemAlloc_v2");
+    printf("dlsym_alloc rc=%d\n", a(&p, over));
+    info_fn inf = (info_fn)dlsym(h, "cuMemGetInfo_v2");
+    inf(&free_b, &total_b);
+    printf("dlsym_info total=%zu\n", total_b);
+    gpa2_fn gpa = (gpa2_fn)dlsym(h, "cuGetProcAddress_v2");
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    gpa("cuMemAlloc", &fn, 12000, 0, &st);
+    printf("gpa_alloc rc=%d\n", ((alloc_fn)fn)(&p, over));
+    gpa("cuMemGetInfo", &fn, 12000, 0, &st);
+    ((info_fn)fn)(&free_b, &total_b);
+    printf("gpa_info total=%zu\n", total_b);
+    /* The runtime's habit: look cuGetProcAddress itself up, then use that. */
+    void *gpa_again = NULL;
+    gpa("cuGetProcAddress", &gpa_again, 12000, 0, &st);
+    ((gpa2_fn)gpa_again)("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st);
+    printf("gpa_gpa_alloc rc=%d\n", ((alloc_fn)fn)(&p, over));
+    fn = NULL;
+    cuGetProcAddress("cuMemAlloc", &fn, 11000, 0);
+    printf("gpa_v1_alloc rc=%d\n", fn ? (int)((alloc_fn)fn)(&p, over) : -1);
+    fn = NULL;
+    gpa("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st);
+    Dl_info info;
+    printf("gpa_launch_ptsz_in %s\n", fn && dladdr(fn, &info) && info.dli_fname ? strrchr(info.dli_fname, '/') + 1 : "?");
+    return 0;
+}
+
+static double elapsed_ns(double t0, long n) { return (now_s() - t0) * 1e9 / (double)n; }
+
+static int cmd_bench(long n) {
+    CUdeviceptr p;
+    for (long i = 0; i < 1000; i++) { cuMemAlloc_v2(&p, 4096); cuMemFree_v2(p); } /* warm up */
+    double t0 = now_s();
+    for (long i = 0; i < n; i++) {
+        if (cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS) return 6;
+    }
+    double alloc_ns = elapsed_ns(t0, n);
+    hamiFakeCudaSetKernelNs(0);
+    CUfunction f = NULL;
+    for (long i = 0; i < 1000; i++) cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    t0 = now_s();
+    for (long i = 0; i < n * 4; i++) cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    double launch_ns = elapsed_ns(t0, n * 4);
+    printf("{\"alloc_free_ns\": %.1f, \"launch_ns\": %.2f}\n", alloc_ns, launch_ns);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2) return 2;
+    int rc = cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        printf("cuInit rc=%d\n", rc);
+        return 7;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "launch") != 0) use_device(0);
+    if (!strcmp(cmd, "oom")) return cmd_oom();
+    if (!strcmp(cmd, "storm") && argc >= 6)
+        return cmd_storm(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), (unsigned)atoi(argv[5]));
+    if (!strcmp(cmd, "hold") && argc >= 3) return cmd_hold(strtoull(argv[2], NULL, 10));
+    if (!strcmp(cmd, "launch") && argc >= 6) return cmd_launch(argv[2], strtoull(argv[3], NULL, 10), atof(argv[4]), argv[5]);
+    if (!strcmp(cmd, "lookup") && argc >= 3) return cmd_lookup(strtoull(argv[2], NULL, 10));
+    if (!strcmp(cmd, "bench") && argc >= 3) return cmd_bench(atol(argv[2]));
+    return 2;
+}
