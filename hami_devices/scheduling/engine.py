@@ -1,0 +1,545 @@
+"""The scoring engine: filter, score, select, on arrays over the whole cluster.
+
+``Engine(cluster, policy).rank(request)`` is a pure function of the cluster
+state and the request: it returns placements, best first, each with the
+per-scorer breakdown that ranked it.  ``place`` returns the best or raises
+``InsufficientResources`` with the reason codes of every rejected node and
+device; ``schedule`` also books the placement in the cluster (assumed).
+
+1. **Filter** (vectorised per request part): each device gets the first
+   reason code it fails (vendor, model, uuid lists, health, precision, NUMA,
+   partition, exclusivity, split count, memory, cores); each node the codes
+   of host CPU/memory, device count and required topology.
+2. **Score**: every scorer of the policy scores every surviving device
+   (0..100); per node the best ``count`` devices form the part's set, and
+   for multi-device parts the set is grown greedily from each seed device by
+   pair score (topology), so 8-device nodes never enumerate combinations.
+3. **Select**: highest weighted score; ties go to the lexically smaller node
+   name and then device rows, so the result never depends on dict order.
+
+Multi-part requests are placed together or not at all: with ``same_node``
+all parts go to one node with disjoint devices; otherwise each part picks its
+best node in turn, and host CPU/memory are charged to the first part's node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hami_devices.errors import InsufficientResources, InvalidConfig, ReasonCode
+from hami_devices.models import PRECISIONS, Grant, RequestPart, ResourceRequest
+from hami_devices.registry import load_scorers
+from hami_devices.scheduling.cluster import Booking, ClusterState
+from hami_devices.scheduling.fgd import WorkloadMix
+from hami_devices.scheduling.policies import Policy, resolve_policy
+from hami_devices.scheduling.scorers.base import ScoreContext, Scorer
+from hami_devices.scheduling.scorers.topology import pair_score
+from hami_devices.traits import normalize_model_name
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+# Device reason codes in the order they are reported (the first failing wins).
+DEVICE_CODES: tuple[ReasonCode, ...] = (
+    ReasonCode.CARD_VENDOR_MISMATCH,
+    ReasonCode.CARD_TYPE_MISMATCH,
+    ReasonCode.CARD_UUID_MISMATCH,
+    ReasonCode.CARD_UNHEALTHY,
+    ReasonCode.CARD_PRECISION_UNSUPPORTED,
+    ReasonCode.CARD_NUMA_MISMATCH,
+    ReasonCode.CARD_PARTITION_UNAVAILABLE,
+    ReasonCode.CARD_EXCLUSIVELY_HELD,
+    ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE,
+    ReasonCode.CARD_SPLIT_EXHAUSTED,
+    ReasonCode.CARD_INSUFFICIENT_MEMORY,
+    ReasonCode.CARD_INSUFFICIENT_CORE,
+)
+_PRECISION = {p: i for i, p in enumerate(PRECISIONS)}
+SEARCH_NODES = 32  # multi-device/multi-part parts: nodes examined in depth, best device scores first
+
+
+@dataclass
+class Placement:
+    """One way to place a request, with why it ranks where it does."""
+
+    request: ResourceRequest
+    node: str  # the node that hosts the task (host CPU/memory)
+    grants: list[Grant]
+    score: float
+    breakdown: dict[str, float]  # scorer -> 0..100 (device-count weighted over parts)
+    weights: dict[str, float]
+    policy: str
+    booking_id: str | None = None
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({g.node for g in self.grants})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "request": self.request.name,
+            "node": self.node,
+            "policy": self.policy,
+            "score": round(self.score, 3),
+            "breakdown": {k: round(v, 3) for k, v in self.breakdown.items()},
+            "weights": self.weights,
+            "grants": [g.model_dump(mode="json") for g in self.grants],
+            "booking_id": self.booking_id,
+        }
+
+
+@dataclass
+class _PartEval:
+    """One part filtered and scored over the cluster."""
+
+    part: RequestPart
+    index: int
+    rows: IntArray  # candidate rows (passed the filters)
+    memory: IntArray  # MiB on each candidate
+    partition: list[str | None]
+    device_total: FloatArray  # weighted device score per candidate
+    per_scorer: dict[str, FloatArray]
+    ctx: ScoreContext
+    rejected: dict[int, ReasonCode] = field(default_factory=dict)  # row -> code
+
+
+@dataclass
+class _Choice:
+    rows: list[int]
+    score: float
+    per_scorer: dict[str, float]
+
+
+class Engine:
+    def __init__(
+        self,
+        cluster: ClusterState,
+        policy: Policy | str = "binpack",
+        *,
+        scorers: Mapping[str, Scorer] | None = None,
+        mix: WorkloadMix | None = None,
+        user_policies: Mapping[str, Policy] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.policy = resolve_policy(policy, dict(user_policies or {}))
+        self.weights = {k: v for k, v in self.policy.weights.items() if v > 0}
+        self.scorers = dict(scorers) if scorers is not None else load_scorer_plugins(self.weights)
+        missing = [k for k in self.weights if k not in self.scorers]
+        if missing:
+            raise InvalidConfig("weights", f"policy {self.policy.name!r} names unknown scorers: {missing}")
+        self.mix = mix
+
+    # ------------------------------------------------------------------ public
+    def rank(self, request: ResourceRequest, limit: int = 5) -> list[Placement]:
+        placements, _ = self._rank(request, limit)
+        return placements
+
+    def place(self, request: ResourceRequest) -> Placement:
+        placements, reasons = self._rank(request, 1)
+        if not placements:
+            raise InsufficientResources(f"no placement for {request.name or 'request'}", reasons)
+        return placements[0]
+
+    def schedule(self, request: ResourceRequest) -> Placement:
+        """Place and book (assume) in the cluster."""
+        placement = self.place(request)
+        booking = self.book(placement)
+        placement.booking_id = booking.id
+        return placement
+
+    def book(self, placement: Placement) -> Booking:
+        r = placement.request
+        return self.cluster.assume(
+            placement.node,
+            placement.grants,
+            host_cpu_milli=r.host_cpu_milli,
+            host_memory_mib=r.host_memory_mib,
+            preemptible=r.preemptible,
+            request=r,
+        )
+
+    def rejections(self, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
+        """Reason codes per node (and per rejected device uuid) for ``--explain``."""
+        return self._rank(request, 0)[1]
+
+    # ------------------------------------------------------------------ filter
+    def _filter(self, part: RequestPart, index: int, request: ResourceRequest) -> _PartEval:
+        c = self.cluster
+        rows = c.live_rows()
+        n = rows.size
+        mem_total = c.mem_total[rows]
+        if part.memory_mib is not None:
+            memory = np.full(n, part.memory_mib, dtype=np.int64)
+        elif part.memory_percent is not None:
+            memory = np.maximum(1, (mem_total * part.memory_percent / 100.0).astype(np.int64))
+        else:
+            memory = mem_total.copy()  # no memory given: the whole device's memory
+        fails: list[BoolArray] = []
+        fails.append(self._name_mask(c.vendor[rows], part.vendors, part.exclude_vendors, c.vendor_id))
+        fails.append(self._name_mask(c.model[rows], part.models, part.exclude_models, c.model_id))
+        uuid_bad = np.zeros(n, dtype=bool)
+        if part.uuids or part.exclude_uuids:
+            allowed = {c.uuid_index[u] for u in part.uuids if u in c.uuid_index}
+            banned = {c.uuid_index[u] for u in part.exclude_uuids if u in c.uuid_index}
+            if part.uuids:
+                uuid_bad |= ~np.isin(rows, list(allowed))
+            uuid_bad |= np.isin(rows, list(banned))
+        fails.append(uuid_bad)
+        fails.append(~c.healthy[rows])
+        if part.precision is not None:
+            fails.append(c.has_traits[rows] & (c.tflops[rows, _PRECISION[part.precision]] <= 0))
+        else:
+            fails.append(np.zeros(n, dtype=bool))
+        fails.append(np.zeros(n, dtype=bool) if part.numa_node is None else c.numa[rows] != part.numa_node)
+        partition: list[str | None] = [None] * n
+        part_bad = np.zeros(n, dtype=bool)
+        if part.partition is not None:
+            part_bad, memory, partition = self._partitions(part, rows, memory)
+        fails.append(part_bad)
+        fails.append(c.exclusive[rows])
+        fails.append(np.full(n, part.exclusive) & (c.sharers[rows] > 0))
+        fails.append(c.sharers[rows] + 1 > c.split[rows])
+        fails.append(c.mem_used[rows] + memory > c.mem_capacity(rows))
+        fails.append(c.cores_used[rows] + part.cores > 100)
+        node_ok = c.node_ok[c.node[rows]]
+        bad = np.zeros(n, dtype=bool)
+        code = np.full(n, -1)
+        for i, mask in enumerate(fails):
+            new = mask & ~bad & node_ok
+            code[new] = i
+            bad |= mask
+        ok = ~bad & node_ok
+        rejected = {int(r): DEVICE_CODES[int(k)] for r, k in zip(rows[code >= 0], code[code >= 0], strict=True)}
+        keep = np.flatnonzero(ok)
+        cand = rows[keep]
+        ctx = ScoreContext(c, request, part, index, cand, memory[keep], self.mix)
+        per_scorer = {
+            name: np.clip(self.scorers[name].score(ctx), 0.0, 100.0) if cand.size else np.zeros(0)
+            for name in self.weights
+        }
+        total_w = sum(self.weights.values())
+        device_total = np.zeros(cand.size)
+        for name, w in self.weights.items():
+            device_total += w * per_scorer[name]
+        device_total /= total_w
+        return _PartEval(
+            part, index, cand, memory[keep], [partition[i] for i in keep], device_total, per_scorer, ctx, rejected
+        )
+
+    @staticmethod
+    def _name_mask(ids: IntArray, include: list[str], exclude: list[str], lookup: Any) -> BoolArray:
+        bad = np.zeros(ids.size, dtype=bool)
+        if include:
+            bad |= ~np.isin(ids, [lookup(x) for x in include])
+        if exclude:
+            bad |= np.isin(ids, [lookup(x) for x in exclude])
+        return bad
+
+    def _partitions(
+        self, part: RequestPart, rows: IntArray, memory: IntArray
+    ) -> tuple[BoolArray, IntArray, list[str | None]]:
+        """A named profile must exist; "auto" takes the smallest profile that covers the need.
+
+        "auto" on a device without a partition catalog means plain (limiter) sharing.
+        """
+        c = self.cluster
+        bad = np.zeros(rows.size, dtype=bool)
+        memory = memory.copy()
+        names: list[str | None] = [None] * rows.size
+        for i, row in enumerate(rows):
+            profiles = c.info(int(row)).partitions
+            if part.partition == "auto" and not profiles:
+                continue
+            if part.partition == "auto":
+                fits = [p for p in profiles if p.memory_mib >= memory[i] and p.cores >= part.cores]
+                pick = min(fits, key=lambda p: (p.memory_mib, p.cores), default=None)
+            else:
+                pick = next((p for p in profiles if p.name == part.partition), None)
+            if pick is None:
+                bad[i] = True
+                continue
+            names[i] = pick.name
+            memory[i] = pick.memory_mib
+        return bad, memory, names
+
+    # ------------------------------------------------------------------ choose sets
+    def _best_single(self, ev: _PartEval, node_rows: BoolArray | None) -> tuple[IntArray, IntArray]:
+        """Per node, the best candidate position (count == 1): (node rows, positions)."""
+        c = self.cluster
+        pos = np.arange(ev.rows.size)
+        nodes = c.node[ev.rows]
+        if node_rows is not None:
+            pos = pos[node_rows[nodes]]
+            nodes = nodes[pos]
+        order = np.lexsort((ev.rows[pos], -ev.device_total[pos], nodes))
+        pos, nodes = pos[order], nodes[order]
+        uniq, first = np.unique(nodes, return_index=True)
+        return uniq, pos[first]
+
+    def _grow_set(self, ev: _PartEval, positions: list[int], count: int) -> list[int]:
+        """Greedy set from each seed: add the device with the best pair score (+ own score)."""
+        if count <= 1 or self.weights.get("topology", 0) <= 0 and self.request_topology == "none":
+            return positions[:count]
+        best: list[int] = positions[:count]
+        best_val = -1.0
+        rows = [int(ev.rows[p]) for p in positions]
+        for seed in range(len(positions)):
+            chosen = [seed]
+            while len(chosen) < count:
+                pick, pick_val = -1, -1.0
+                for j in range(len(positions)):
+                    if j in chosen:
+                        continue
+                    pair = sum(pair_score(self.cluster, rows[j], rows[k]) for k in chosen) / len(chosen)
+                    val = pair + 0.01 * float(ev.device_total[positions[j]])
+                    if val > pick_val:
+                        pick, pick_val = j, val
+                chosen.append(pick)
+            val = self._set_value(ev, [positions[k] for k in chosen])
+            if val > best_val + 1e-9:
+                best, best_val = [positions[k] for k in chosen], val
+        return best
+
+    def _set_value(self, ev: _PartEval, positions: list[int]) -> float:
+        return self._score_set(ev, positions).score
+
+    def _score_set(self, ev: _PartEval, positions: list[int]) -> _Choice:
+        rows = [int(ev.rows[p]) for p in positions]
+        idx = np.array(positions, dtype=np.int64)
+        per: dict[str, float] = {}
+        for name in self.weights:
+            per[name] = self.scorers[name].score_set(ev.ctx, rows, ev.per_scorer[name][idx])
+        total = sum(self.weights[k] * per[k] for k in per) / sum(self.weights.values())
+        return _Choice(positions, total, per)
+
+    def _node_choice(self, ev: _PartEval, node: int, exclude: set[int]) -> _Choice | None:
+        """The part's best device set on one node, avoiding ``exclude`` rows."""
+        c = self.cluster
+        on = np.flatnonzero((c.node[ev.rows] == node) & ~np.isin(ev.rows, list(exclude)))
+        if on.size < ev.part.count:
+            return None
+        on = on[np.lexsort((ev.rows[on], -ev.device_total[on]))]
+        positions = self._grow_set(ev, [int(p) for p in on], ev.part.count)
+        choice = self._score_set(ev, positions)
+        if self.request_topology == "required" and choice.per_scorer.get("topology", self._topo(ev, positions)) < (
+            self.policy.topology_min_pair_score
+        ):
+            return None
+        return choice
+
+    def _topo(self, ev: _PartEval, positions: list[int]) -> float:
+        from hami_devices.scheduling.scorers.topology import set_pair_score
+
+        return set_pair_score(self.cluster, [int(ev.rows[p]) for p in positions])
+
+    # ------------------------------------------------------------------ rank
+    def _rank(self, request: ResourceRequest, limit: int) -> tuple[list[Placement], dict[str, list[ReasonCode]]]:
+        c = self.cluster
+        self.request_topology = request.topology
+        evals = [self._filter(part, i, request) for i, part in enumerate(request.parts)]
+        host_ok = (
+            c.node_ok
+            & (c.node_cpu_free >= request.host_cpu_milli)
+            & (c.node_mem_free >= request.host_memory_mib)
+        )
+        results: list[tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]] = []
+        if request.same_node:
+            results = self._rank_same_node(evals, host_ok, max(limit, 1))
+        else:
+            split = self._rank_split(evals, host_ok)
+            results = [split] if split is not None else []
+        placements = [self._placement(request, node, chosen) for _, node, _, chosen in results[: max(limit, 0)]]
+        reasons: dict[str, list[ReasonCode]] = {}
+        if limit == 0 or not placements:
+            reasons = self._reasons(evals, host_ok, request)
+        return placements, reasons
+
+    def _rank_same_node(
+        self, evals: list[_PartEval], host_ok: BoolArray, limit: int
+    ) -> list[tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]]:
+        c = self.cluster
+        single = len(evals) == 1 and evals[0].part.count == 1
+        if single:
+            ev = evals[0]
+            nodes, pos = self._best_single(ev, host_ok)
+            if nodes.size == 0:
+                return []
+            scores = ev.device_total[pos]
+            names = np.array([c.node_name(int(n)) for n in nodes]) if nodes.size <= 64 else None
+            if names is None:
+                # Only the top few need names for the tie-break: take a generous cut first.
+                cut = np.argsort(-scores, kind="stable")[: max(limit, 1) * 8]
+                top = scores[cut].max()
+                tied = np.flatnonzero(scores >= top - 1e-9)
+                cut = np.unique(np.concatenate([cut, tied[:256]]))
+                nodes, pos, scores = nodes[cut], pos[cut], scores[cut]
+                names = np.array([c.node_name(int(n)) for n in nodes])
+            order = np.lexsort((names, -np.round(scores, 9)))[:limit]
+            return [
+                (float(scores[i]), str(names[i]), [int(pos[i])], [(ev, self._score_set(ev, [int(pos[i])]))])
+                for i in order
+            ]
+        # Multi-device or multi-part: rank nodes by the sum of each part's best device scores,
+        # then examine the best SEARCH_NODES of them in depth.
+        node_score = np.zeros(len(c.node_names))
+        feasible = host_ok.copy()
+        for ev in evals:
+            nodes = c.node[ev.rows]
+            counts = np.bincount(nodes, minlength=len(c.node_names))
+            feasible &= counts >= ev.part.count  # disjointness between parts is checked in depth
+            best = np.full(len(c.node_names), -np.inf)
+            np.maximum.at(best, nodes, ev.device_total)
+            node_score += ev.part.count * np.where(np.isfinite(best), best, 0.0)
+        cand = np.flatnonzero(feasible)
+        if cand.size == 0:
+            return []
+        cand = cand[np.argsort(-node_score[cand], kind="stable")][: max(SEARCH_NODES, limit)]
+        results = []
+        for node in cand:
+            used: set[int] = set()
+            chosen: list[tuple[_PartEval, _Choice]] = []
+            for ev in evals:
+                choice = self._node_choice(ev, int(node), used)
+                if choice is None:
+                    break
+                used.update(int(ev.rows[p]) for p in choice.rows)
+                chosen.append((ev, choice))
+            else:
+                total = self._combined(chosen)
+                results.append((total, c.node_name(int(node)), sorted(used), chosen))
+        results.sort(key=lambda r: (-round(r[0], 9), r[1], r[2]))
+        return results[:limit]
+
+    def _rank_split(
+        self, evals: list[_PartEval], host_ok: BoolArray
+    ) -> tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]] | None:
+        c = self.cluster
+        used: set[int] = set()
+        chosen: list[tuple[_PartEval, _Choice]] = []
+        host_node = ""
+        for i, ev in enumerate(evals):
+            allowed = host_ok if i == 0 else c.node_ok
+            nodes = np.unique(c.node[ev.rows])
+            nodes = nodes[allowed[nodes]]
+            best: tuple[float, str, _Choice] | None = None
+            best_dev = np.full(len(c.node_names), -np.inf)
+            np.maximum.at(best_dev, c.node[ev.rows], ev.device_total)
+            nodes = nodes[np.argsort(-best_dev[nodes], kind="stable")][:SEARCH_NODES]
+            for node in nodes:
+                choice = self._node_choice(ev, int(node), used)
+                if choice is None:
+                    continue
+                key = (choice.score, c.node_name(int(node)))
+                if best is None or (-round(key[0], 9), key[1]) < (-round(best[0], 9), best[1]):
+                    best = (choice.score, key[1], choice)
+            if best is None:
+                return None
+            if i == 0:
+                host_node = best[1]
+            used.update(int(ev.rows[p]) for p in best[2].rows)
+            chosen.append((ev, best[2]))
+        return self._combined(chosen), host_node, sorted(used), chosen
+
+    def _combined(self, chosen: list[tuple[_PartEval, _Choice]]) -> float:
+        weight = sum(ev.part.count for ev, _ in chosen)
+        return sum(ev.part.count * ch.score for ev, ch in chosen) / max(weight, 1)
+
+    def _placement(
+        self, request: ResourceRequest, node: str, chosen: list[tuple[_PartEval, _Choice]]
+    ) -> Placement:
+        c = self.cluster
+        grants: list[Grant] = []
+        breakdown = dict.fromkeys(self.weights, 0.0)
+        weight = sum(ev.part.count for ev, _ in chosen)
+        for ev, choice in chosen:
+            for name, value in choice.per_scorer.items():
+                breakdown[name] += ev.part.count * value / max(weight, 1)
+            for p in choice.rows:
+                row = int(ev.rows[p])
+                info = c.info(row)
+                grants.append(
+                    Grant(
+                        uuid=info.uuid,
+                        node=info.node,
+                        vendor=info.vendor,
+                        model=info.model,
+                        index=info.index,
+                        part=ev.index,
+                        memory_mib=int(ev.memory[p]),
+                        cores=ev.part.cores,
+                        exclusive=ev.part.exclusive,
+                        partition=ev.partition[p],
+                    )
+                )
+        return Placement(
+            request=request,
+            node=node,
+            grants=grants,
+            score=self._combined(chosen),
+            breakdown=breakdown,
+            weights=dict(self.weights),
+            policy=self.policy.name,
+        )
+
+    # ------------------------------------------------------------------ explain
+    def _reasons(
+        self, evals: list[_PartEval], host_ok: BoolArray, request: ResourceRequest
+    ) -> dict[str, list[ReasonCode]]:
+        c = self.cluster
+        out: dict[str, list[ReasonCode]] = {}
+        for name, state in c.nodes.items():
+            row = c.node_row(name)
+            codes: list[ReasonCode] = []
+            if not state.schedulable:
+                codes.append(ReasonCode.NODE_UNSCHEDULABLE)
+            if c.node_cpu_free[row] < request.host_cpu_milli:
+                codes.append(ReasonCode.NODE_INSUFFICIENT_CPU)
+            if c.node_mem_free[row] < request.host_memory_mib:
+                codes.append(ReasonCode.NODE_INSUFFICIENT_MEMORY)
+            for ev in evals:
+                have = int(np.count_nonzero(c.node[ev.rows] == row))
+                if have < ev.part.count:
+                    codes.append(ReasonCode.NODE_INSUFFICIENT_DEVICES)
+                    for dev in state.devices:
+                        code = ev.rejected.get(dev)
+                        if code is not None and code not in codes:
+                            codes.append(code)
+                elif request.topology == "required" and ev.part.count > 1 and self._node_choice(ev, row, set()) is None:
+                    codes.append(ReasonCode.NODE_TOPOLOGY_UNSATISFIED)
+            if codes:
+                out[name] = list(dict.fromkeys(codes))
+        for ev in evals:
+            for dev, code in ev.rejected.items():
+                info = c.infos[dev]
+                if info is not None:
+                    out.setdefault(info.uuid, [])
+                    if code not in out[info.uuid]:
+                        out[info.uuid].append(code)
+        return out
+
+
+def load_scorer_plugins(names: Sequence[str] | Mapping[str, float]) -> dict[str, Scorer]:
+    """Instantiate the named scorers from the ``hami_devices.scorers`` entry points (stevedore)."""
+    wanted = list(names)
+    classes, failures = load_scorers(wanted)
+    if failures:
+        first = next(iter(failures.values()))
+        raise InvalidConfig("scorers", f"scorer plugin failed to load: {first}")
+    out: dict[str, Scorer] = {}
+    for name in wanted:
+        if name in classes:
+            scorer = classes[name]()
+            if not isinstance(scorer, Scorer):
+                raise InvalidConfig("scorers", f"{name!r} is not a Scorer")
+            out[name] = scorer
+    return out
+
+
+def match_model(name: str) -> str:
+    return normalize_model_name(name)

@@ -1,0 +1,1 @@
+"""Built-in scorers, registered as entry points in ``hami_devices.scorers``."""

@@ -1,0 +1,266 @@
+"""Placement policies of the trace simulator, vectorised over all nodes per task.
+
+* ``bestfit``: the Kubernetes scheduler simulator's BestFit, kept faithful
+  (integer scores, min-max normalisation, uniform random choice among the top
+  nodes) so that its figure checks that the replay follows the protocol.
+* ``fgd``: the published FGD scorer, also faithful (sigmoid of the
+  fragmentation decrease, truncated to an integer, random ties).
+* ``fragmentation-aware``: this SDK's FGD.  It ranks nodes by the exact
+  expected fragmentation increase instead of a truncated sigmoid; ties (and
+  near ties) go to the node left with the least free CPU and GPU, then the
+  lowest index, so that nothing is random.
+* ``binpack`` / ``spread`` / ``random``: simple references.
+
+A policy returns ``(node, gpu slots)`` or None when it declines (only when no
+node is feasible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hami_devices.scheduling import fgd
+from hami_devices.simulate.state import MILLI, BoolArray, IntArray, ReplayState, SimTask
+
+FloatArray = npt.NDArray[np.float64]
+Choice = tuple[int, list[int]] | None
+
+# The scheduler simulator's normalisers (pkg/type/open-gpu-share/utils): the
+# largest node in openb has 128 cores and 8 GPUs.
+MAX_SPEC_CPU = 128_000
+MAX_SPEC_GPU = 8_000
+
+
+@dataclass
+class PolicyContext:
+    seed: int
+    mix: fgd.WorkloadMix
+
+
+class SimPolicy:
+    """Base: ``prepare`` once per replay, ``choose`` per task."""
+
+    name = "base"
+
+    def prepare(self, state: ReplayState, ctx: PolicyContext) -> None:
+        self.rng = np.random.default_rng([ctx.seed, 7919])  # tie-breaks; apart from the arrival stream
+
+    def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
+        raise NotImplementedError
+
+
+def best_fit_gpu(state: ReplayState, node: int, task: SimTask) -> list[int]:
+    """For a share task, the GPU with the least free share that still fits; else whole GPUs."""
+    if task.num_gpu == 0:
+        return []
+    if not task.is_share:
+        return state.whole_gpus(node, task.num_gpu)
+    row = state.free[node]
+    fit = np.where(row >= task.milli, row, MILLI + 1)
+    return [int(np.argmin(fit))]
+
+
+def _left_after(state: ReplayState, cand: IntArray, task: SimTask) -> FloatArray:
+    """BestFit's measure of what is left: 0.5 cpu/MaxSpecCpu + 0.5 gpu/MaxSpecGpu."""
+    cpu = (state.cpu_free[cand] - task.cpu) / MAX_SPEC_CPU
+    gpu = (state.free[cand].sum(axis=1) - task.request_milli) / MAX_SPEC_GPU
+    return 0.5 * cpu + 0.5 * gpu  # type: ignore[no-any-return]
+
+
+def _normalize(scores: IntArray) -> IntArray:
+    low, high = int(scores.min()), int(scores.max())
+    if high == low:
+        return np.zeros_like(scores)
+    return (scores - low) * 100 // (high - low)  # type: ignore[no-any-return]
+
+
+class BestFit(SimPolicy):
+    name = "bestfit"
+
+    def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
+        cand = np.flatnonzero(feasible)
+        if cand.size == 0:
+            return None
+        raw = ((1.0 - _left_after(state, cand, task)) * 100).astype(np.int64)
+        score = _normalize(raw)
+        top = cand[score == score.max()]
+        node = int(top[self.rng.integers(top.size)])
+        return node, best_fit_gpu(state, node, task)
+
+
+class Binpack(SimPolicy):
+    """Least left after placement, deterministic ties."""
+
+    name = "binpack"
+
+    def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
+        cand = np.flatnonzero(feasible)
+        if cand.size == 0:
+            return None
+        node = int(cand[np.argmin(_left_after(state, cand, task))])
+        return node, best_fit_gpu(state, node, task)
+
+
+class Spread(SimPolicy):
+    """Most left after placement; on the node, the emptiest GPU."""
+
+    name = "spread"
+
+    def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
+        cand = np.flatnonzero(feasible)
+        if cand.size == 0:
+            return None
+        node = int(cand[np.argmax(_left_after(state, cand, task))])
+        if task.is_share:
+            return node, [int(np.argmax(state.free[node]))]
+        return node, best_fit_gpu(state, node, task)
+
+
+class Random(SimPolicy):
+    name = "random"
+
+    def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
+        cand = np.flatnonzero(feasible)
+        if cand.size == 0:
+            return None
+        node = int(cand[self.rng.integers(cand.size)])
+        if task.is_share:
+            fits = np.flatnonzero(state.free[node] >= task.milli)
+            return node, [int(fits[self.rng.integers(fits.size)])]
+        return node, best_fit_gpu(state, node, task)
+
+
+class _FragPolicy(SimPolicy):
+    """Shared FGD machinery: per-node partial sums kept current, per-shape delta cache.
+
+    A node's best delta for a task shape depends only on that node's state, so
+    it is cached per (task shape, node) and recomputed only for nodes whose
+    ``version`` moved since the shape was last seen.
+    """
+
+    def prepare(self, state: ReplayState, ctx: PolicyContext) -> None:
+        super().prepare(state, ctx)
+        self.mix = ctx.mix
+        model_ok = ctx.mix.model_ok([*state.nodes.models, ""])  # [S, M+1]
+        model_ok[ctx.mix.milli > 0, -1] = False  # GPU shapes never run on GPU-less nodes
+        self.shape_ok: BoolArray = model_ok[:, state.model_col].T.copy()  # [N, S]
+        self.terms = fgd.terms(state.free, ctx.mix)
+        self.base = fgd._frag(
+            self.terms.count_ge, self.terms.small, self.terms.total, state.cpu_free, self.shape_ok, ctx.mix
+        )
+        self.seen = state.version.copy()
+        self.cache: dict[tuple[int, ...], tuple[FloatArray, IntArray, IntArray]] = {}
+
+    def _refresh(self, state: ReplayState) -> None:
+        moved = np.flatnonzero(state.version != self.seen)
+        if moved.size:
+            sub = fgd.terms(state.free[moved], self.mix)
+            self.terms.count_ge[moved] = sub.count_ge
+            self.terms.small[moved] = sub.small
+            self.terms.total[moved] = sub.total
+            self.base[moved] = fgd._frag(
+                sub.count_ge, sub.small, sub.total, state.cpu_free[moved], self.shape_ok[moved], self.mix
+            )
+            self.seen[moved] = state.version[moved]
+
+    def deltas(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> tuple[FloatArray, IntArray]:
+        """Best fragmentation increase per node (and, for share tasks, the GPU giving it)."""
+        self._refresh(state)
+        n = len(state)
+        entry = self.cache.get(task.key)
+        if entry is None:
+            entry = (np.full(n, np.inf), np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+            self.cache[task.key] = entry
+        delta, gpu, ver = entry
+        todo = np.flatnonzero(feasible & (ver != state.version))
+        if todo.size:
+            t = fgd.FragTerms(self.terms.count_ge[todo], self.terms.small[todo], self.terms.total[todo])
+            if task.is_share:
+                d = self.share_matrix(state, task, todo, t)
+                g = np.argmin(d, axis=1)
+                delta[todo] = d[np.arange(todo.size), g]
+                gpu[todo] = g
+            else:
+                delta[todo] = fgd.whole_deltas(
+                    state.cpu_free[todo], self.shape_ok[todo], t, self.base[todo],
+                    task.num_gpu, task.cpu, self.mix,
+                )
+            ver[todo] = state.version[todo]
+        return delta, gpu
+
+    def share_matrix(self, state: ReplayState, task: SimTask, todo: IntArray, t: fgd.FragTerms) -> FloatArray:
+        return fgd.share_deltas(
+            state.free[todo], state.cpu_free[todo], self.shape_ok[todo], t, self.base[todo],
+            task.milli, task.cpu, self.mix,
+        )
+
+    def gpus(self, state: ReplayState, node: int, task: SimTask, gpu: IntArray) -> list[int]:
+        if task.is_share:
+            return [int(gpu[node])]
+        return best_fit_gpu(state, node, task)
+
+
+def _sigmoid_score(delta: FloatArray) -> IntArray:
+    """The published FGD score: int(sigmoid(-delta / 1000) * 100)."""
+    return (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)  # type: ignore[no-any-return]
+
+
+class PublishedFGD(_FragPolicy):
+    name = "fgd"
+
+    def share_matrix(self, state: ReplayState, task: SimTask, todo: IntArray, t: fgd.FragTerms) -> FloatArray:
+        # The published scorer keeps the first GPU with the best *integer* score;
+        # turn the truncated score back into a comparable "delta" per GPU.
+        d = super().share_matrix(state, task, todo, t)
+        score = np.where(np.isfinite(d), _sigmoid_score(np.where(np.isfinite(d), d, 0.0)), -1)
+        return (-score).astype(np.float64)
+
+    def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
+        cand = np.flatnonzero(feasible)
+        if cand.size == 0:
+            return None
+        delta, gpu = self.deltas(state, task, feasible)
+        d = delta[cand]
+        score = -d.astype(np.int64) if task.is_share else _sigmoid_score(d)
+        top = cand[score == score.max()]
+        node = int(top[self.rng.integers(top.size)])
+        return node, self.gpus(state, node, task, gpu)
+
+
+class FragmentationAware(_FragPolicy):
+    """Least exact fragmentation increase; near ties to the best fit; then lowest index."""
+
+    name = "fragmentation-aware"
+    tolerance = 1e-6  # thousandths: only float noise counts as a tie
+
+    def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
+        cand = np.flatnonzero(feasible)
+        if cand.size == 0:
+            return None
+        delta, gpu = self.deltas(state, task, feasible)
+        d = delta[cand]
+        near = d <= d.min() + self.tolerance
+        pool = cand[near]
+        node = int(pool[np.argmin(_left_after(state, pool, task))])
+        return node, self.gpus(state, node, task, gpu)
+
+
+POLICIES: dict[str, Callable[[], SimPolicy]] = {
+    "bestfit": BestFit,
+    "fgd": PublishedFGD,
+    "fragmentation-aware": FragmentationAware,
+    "binpack": Binpack,
+    "spread": Spread,
+    "random": Random,
+}
+
+
+def make_policy(name: str) -> SimPolicy:
+    try:
+        return POLICIES[name]()
+    except KeyError:
+        raise KeyError(f"unknown simulator policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
