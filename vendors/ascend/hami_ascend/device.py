@@ -1,0 +1,75 @@
+"""One Ascend NPU chip behind DCMI: where it sits, and its live readings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hami_ascend.binding import UTIL_AICORE, UTIL_AICPU, Dcmi
+from hami_devices.device import Device, DeviceReadings
+from hami_devices.errors import VendorLibraryError
+from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue
+
+if TYPE_CHECKING:
+    from hami_devices.adapter import VendorAdapter
+    from hami_devices.ledger import Ledger
+
+
+HEALTH_OK = 0
+HEALTH_MINOR = 1
+"""DCMI health: 0 ok, 1 minor (general) warning, 2 major, 3 critical; others: chip missing."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """How DCMI addresses a chip: card and device in card; how ACL numbers it: logic id."""
+
+    card: int
+    device: int
+    logic_id: int
+    phy_id: int
+
+
+def health_of(code: int) -> Health:
+    return Health.HEALTHY if code in (HEALTH_OK, HEALTH_MINOR) else Health.UNHEALTHY
+
+
+def _metric(read: Callable[[], float]) -> MetricValue:
+    """A reading, or "n/a" when DCMI cannot give it (unsupported, chip busy or gone)."""
+    try:
+        return float(read())
+    except VendorLibraryError:
+        return NOT_AVAILABLE
+
+
+class AscendDevice(Device):
+    """Accounting is the core's; readings come from DCMI."""
+
+    def __init__(
+        self, info: DeviceInfo, adapter: VendorAdapter, ledger: Ledger, dcmi: Dcmi, location: Location
+    ) -> None:
+        super().__init__(info, adapter, ledger)
+        self.dcmi = dcmi
+        self.location = location
+
+    def read(self) -> DeviceReadings:
+        card, dev = self.location.card, self.location.device
+        health: Health | None
+        try:
+            health = health_of(self.dcmi.health(card, dev))
+        except VendorLibraryError:
+            health = None
+        try:
+            memory = self.dcmi.memory(card, dev)
+            used: MetricValue = float(memory.used_mb)
+        except VendorLibraryError:
+            used = NOT_AVAILABLE
+        return DeviceReadings(
+            memory_used_mib=used,
+            utilization_pct=_metric(lambda: self.dcmi.utilization(card, dev, UTIL_AICORE)),
+            temperature_c=_metric(lambda: self.dcmi.temperature(card, dev)),
+            power_w=_metric(lambda: self.dcmi.power_watts(card, dev)),
+            health=health,
+            extra={"aicpu_utilization_pct": _metric(lambda: self.dcmi.utilization(card, dev, UTIL_AICPU))},
+        )
