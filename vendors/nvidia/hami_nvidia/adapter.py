@@ -1,32 +1,290 @@
-"""NVIDIA adapter (simulated back end; the NVML back end lands with its own issue)."""
+"""The NVIDIA adapter: NVML discovery, MIG partitions, NVLink/PCIe topology, CUDA environment."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+import contextlib
+import warnings
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
+import pynvml
+
+from hami_devices import traits
+from hami_devices.accounting import DeviceUsage
 from hami_devices.adapter import Capability, Probe, VendorAdapter
+from hami_devices.config import HamiConfig
 from hami_devices.device import Device
+from hami_devices.errors import ReasonCode
 from hami_devices.ledger import Ledger
-from hami_devices.models import Grant
+from hami_devices.models import DeviceInfo, Grant, PartitionProfile, RequestPart
+from hami_nvidia import binding, partitions, topology
+from hami_nvidia.binding import NvmlError, call
+from hami_nvidia.device import NvmlDevice, parse_instances, probe_gpu
+from hami_nvidia.partitions import MigGeometry, MigInstance
+
+
+def _catalog_model(model: str) -> str:
+    found = traits.find("nvidia", model)
+    return found.model if found is not None else model
 
 
 class NvidiaAdapter(VendorAdapter):
     name: ClassVar[str] = "nvidia"
     display_name: ClassVar[str] = "NVIDIA"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.SIMULATED, Capability.MEMORY_LIMIT, Capability.COMPUTE_LIMIT, Capability.TOPOLOGY}
+        {
+            Capability.SIMULATED,
+            Capability.MEMORY_LIMIT,
+            Capability.COMPUTE_LIMIT,
+            Capability.TOPOLOGY,
+            Capability.PARTITIONS,
+            Capability.HEALTH_EVENTS,
+            Capability.PROCESS_MONITORING,
+        }
     )
     visible_devices_env: ClassVar[tuple[str, ...]] = ("CUDA_VISIBLE_DEVICES",)
     limiter_shim: ClassVar[str | None] = "libhami_cuda.so"
 
+    def __init__(self, config: HamiConfig | None = None) -> None:
+        super().__init__(config)
+        self._devices: dict[str, NvmlDevice] = {}
+
+    # -- hardware back end -------------------------------------------------
     def probe(self) -> Probe:
-        return Probe(False, "NVML back end not built yet")
+        try:
+            session = binding.session()
+            count = int(call("nvmlDeviceGetCount"))
+        except NvmlError as exc:
+            return Probe(False, f"NVML is not usable: {exc}", binding.requested_library())
+        return Probe(True, f"NVML driver {session.driver_version}, {count} GPU(s)", session.library)
 
     def discover(self, ledger: Ledger) -> list[Device]:
-        return []
+        session = binding.session()
+        split = self.config.device_plugin.split_count
+        probed = []
+        for index in range(int(call("nvmlDeviceGetCount"))):
+            try:
+                probed.append(probe_gpu(session, index, split))
+            except NvmlError as exc:
+                if not exc.device_failed:
+                    raise
+                warnings.warn(f"NVIDIA GPU {index} cannot be queried: {exc}", stacklevel=2)
+        scores = self._pair_scores(session, probed)
+        devices: list[Device] = []
+        for p in probed:
+            info = p.info.model_copy(update={"topology": scores.get(p.info.uuid, {})})
+            device = NvmlDevice(info, self, ledger, p.handle, p.geometry, p.mig_enabled)
+            self._devices[info.uuid] = device
+            devices.append(device)
+        return devices
 
+    def _pair_scores(self, session: binding.Session, probed: Sequence[Any]) -> dict[str, dict[str, int]]:
+        live = [p for p in probed if p.failed is None and p.bus_id]
+        gpus: list[topology.GpuLinks] = []
+        for p in live:
+            links = topology.GpuLinks(p.info.uuid, binding.normalize_bus_id(p.bus_id))
+            for link in range(topology.NVLINK_FULL_LINKS):
+                try:
+                    active = call("nvmlDeviceGetNvLinkState", p.handle, link)
+                except NvmlError as exc:
+                    if exc.device_failed:
+                        raise
+                    if link == 0 and exc.code == pynvml.NVML_ERROR_NOT_SUPPORTED:
+                        break
+                    continue
+                if active == pynvml.NVML_FEATURE_ENABLED:
+                    try:
+                        remote = session.nvlink_remote_bus_id(p.handle, link)
+                    except NvmlError:
+                        continue
+                    links.remotes[binding.normalize_bus_id(remote)] += 1
+            gpus.append(links)
+        levels: dict[tuple[str, str], int | None] = {}
+        for i, a in enumerate(live):
+            for b in live[i + 1 :]:
+                try:
+                    levels[(a.info.uuid, b.info.uuid)] = int(
+                        call("nvmlDeviceGetTopologyCommonAncestor", a.handle, b.handle)
+                    )
+                except NvmlError:
+                    levels[(a.info.uuid, b.info.uuid)] = None
+        return topology.pair_scores(gpus, levels)
+
+    # -- simulated back end ------------------------------------------------
+    def partition_catalog(self, model: str) -> list[PartitionProfile]:
+        geometry = partitions.geometry_for(_catalog_model(model))
+        return geometry.partition_profiles() if geometry else []
+
+    # -- MIG planning --------------------------------------------------------
+    def _geometry(self, info: DeviceInfo) -> MigGeometry | None:
+        device = self._devices.get(info.uuid)
+        if device is not None:
+            return device.geometry
+        return partitions.geometry_for(_catalog_model(info.model))
+
+    def _existing(self, info: DeviceInfo) -> list[MigInstance]:
+        device = self._devices.get(info.uuid)
+        if device is not None:
+            return device.existing_instances()
+        return parse_instances(info.attributes.get("mig.instances"))
+
+    def plan_grant(
+        self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
+    ) -> Grant | ReasonCode:
+        mode = self.config.device_plugin.mig_mode
+        mig_on = info.attributes.get("mig.mode") == "enabled"
+        hardware = info.uuid in self._devices
+        wants = part.partition
+        geometry = self._geometry(info)
+        plain_sharers = usage.sharers - len(usage.partitions)
+        if mode == "disabled" or geometry is None or (hardware and not mig_on):
+            # MIG is not used: a GPU in MIG mode cannot be shared whole, and nothing is partitioned.
+            if wants is not None or mig_on:
+                return ReasonCode.CARD_PARTITION_UNAVAILABLE
+            return super().plan_grant(info, part, part_index, usage)
+        if wants is None:
+            if not mig_on:
+                if usage.partitions:
+                    return ReasonCode.CARD_PARTITION_UNAVAILABLE  # MIG instances and whole-GPU shares never mix
+                return super().plan_grant(info, part, part_index, usage)
+            if mode != "flexible":
+                return ReasonCode.CARD_PARTITION_UNAVAILABLE
+            wants = "auto"  # flexible: a plain request on a MIG GPU is rounded up to a profile
+        if plain_sharers > 0:
+            return ReasonCode.CARD_PARTITION_UNAVAILABLE
+        memory = part.memory_for(info.memory_mib)
+        existing = self._existing(info)
+        if mode == "strict":
+            held_uuids = getattr(usage, "partition_uuids", ())
+            free = partitions.free_existing(geometry, existing, usage.partitions, held_uuids)
+            chosen = partitions.pick_existing(geometry, free, memory, part.cores, wants)
+            if chosen is None:
+                return ReasonCode.CARD_PARTITION_UNAVAILABLE
+            profile = geometry.profile(chosen.profile)
+            assert profile is not None
+            return self._mig_grant(info, part_index, geometry, profile, chosen.uuid)
+        pending = [] if hardware else list(usage.partitions)
+        placement = partitions.plan_new_instance(geometry, existing, pending, memory, part.cores, wants)
+        if placement is None:
+            return ReasonCode.CARD_PARTITION_UNAVAILABLE
+        return self._mig_grant(info, part_index, geometry, placement.profile, None)
+
+    @staticmethod
+    def _mig_grant(
+        info: DeviceInfo,
+        part_index: int,
+        geometry: MigGeometry,
+        profile: partitions.MigProfile,
+        uuid: str | None,
+    ) -> Grant:
+        return Grant(
+            uuid=info.uuid,
+            node=info.node,
+            vendor=info.vendor,
+            model=info.model,
+            index=info.index,
+            part=part_index,
+            memory_mib=profile.memory_mib,
+            cores=geometry.cores(profile),
+            exclusive=False,
+            partition=profile.name,
+            partition_uuid=uuid,
+        )
+
+    # -- hardware side effects -------------------------------------------------
+    def prepare(self, grants: list[Grant]) -> list[Grant]:
+        """Flexible mode: create a GPU instance and a full compute instance per MIG grant."""
+        if self.config.device_plugin.mig_mode != "flexible":
+            return grants
+        done: list[Grant] = []
+        created: list[Grant] = []
+        try:
+            for grant in grants:
+                device = self._devices.get(grant.uuid)
+                if device is None or grant.partition is None or grant.partition_uuid is not None:
+                    done.append(grant)
+                    continue
+                mig_uuid = self._create_instance(device, grant.partition)
+                new = grant.model_copy(update={"partition_uuid": mig_uuid})
+                created.append(new)
+                done.append(new)
+        except BaseException:
+            self.teardown(created)
+            raise
+        return done
+
+    def _create_instance(self, device: NvmlDevice, profile_name: str) -> str:
+        geometry = device.geometry
+        assert geometry is not None
+        placement = partitions.plan_new_instance(geometry, device.existing_instances(), [], 0, 0, profile_name)
+        if placement is None:
+            raise NvmlError(
+                "nvidia", "plan MIG placement", pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES,
+                f"no valid placement for {profile_name} on {device.uuid}",
+            )
+        where = pynvml.c_nvmlGpuInstancePlacement_t()
+        where.start = placement.start
+        where.size = placement.profile.memory_slices
+        refused = "the driver refused to create MIG instance {} on {} (root and an idle GPU are required)"
+        try:
+            gi = call(
+                "nvmlDeviceCreateGpuInstanceWithPlacement",
+                device.handle, placement.profile.profile_id, pynvml.byref(where),
+            )
+        except NvmlError as exc:
+            raise NvmlError(
+                "nvidia", exc.function, exc.code, refused.format(profile_name, device.uuid) + f": {exc}"
+            ) from None
+        ci_profile = partitions.FULL_COMPUTE_INSTANCE_PROFILE.get(placement.profile.compute_slices, 0)
+        try:
+            call("nvmlGpuInstanceCreateComputeInstance", gi, ci_profile)
+        except NvmlError as exc:
+            with contextlib.suppress(NvmlError):
+                call("nvmlGpuInstanceDestroy", gi)
+            raise NvmlError(
+                "nvidia", exc.function, exc.code, refused.format(profile_name, device.uuid) + f": {exc}"
+            ) from None
+        gi_id = int(call("nvmlGpuInstanceGetInfo", gi).id)
+        for inst in device.existing_instances():
+            if inst.gpu_instance_id == gi_id and inst.uuid:
+                return inst.uuid
+        raise NvmlError("nvidia", "nvmlDeviceGetMigDeviceHandleByIndex", pynvml.NVML_ERROR_NOT_FOUND,
+                        f"created GPU instance {gi_id} has no MIG device")
+
+    def teardown(self, grants: list[Grant]) -> None:
+        """Destroy the MIG instances ``prepare`` created; gone ones are skipped, refusals warned about."""
+        if self.config.device_plugin.mig_mode != "flexible":
+            return
+        for grant in grants:
+            device = self._devices.get(grant.uuid)
+            if device is None or grant.partition_uuid is None:
+                continue
+            try:
+                self._destroy_instance(device, grant.partition_uuid)
+            except NvmlError as exc:
+                warnings.warn(f"MIG instance {grant.partition_uuid} was not destroyed: {exc}", stacklevel=2)
+
+    def _destroy_instance(self, device: NvmlDevice, mig_uuid: str) -> None:
+        target = next((i for i in device.existing_instances() if i.uuid == mig_uuid), None)
+        if target is None or target.gpu_instance_id is None:
+            return
+        gi = call("nvmlDeviceGetGpuInstanceById", device.handle, target.gpu_instance_id)
+        for ci_profile in range(partitions.PROFILE_COUNT // 2):
+            array = (pynvml.c_nvmlComputeInstance_t * 8)()
+            count = pynvml.c_uint(8)
+            try:
+                call("nvmlGpuInstanceGetComputeInstances", gi, ci_profile, array, pynvml.byref(count))
+            except NvmlError:
+                continue
+            for k in range(count.value):
+                call("nvmlComputeInstanceDestroy", array[k])
+        call("nvmlGpuInstanceDestroy", gi)
+
+    # -- workload environment ----------------------------------------------
     def limiter_variables(self, position: int, grant: Grant) -> dict[str, str]:
+        # A MIG instance is isolated by the hardware: no compute throttling inside it.
+        sm = 0 if grant.partition is not None or grant.cores >= 100 else grant.cores
         return {
             f"CUDA_DEVICE_MEMORY_LIMIT_{position}": f"{grant.memory_mib}m",
-            f"CUDA_DEVICE_SM_LIMIT_{position}": str(grant.cores if grant.cores < 100 else 0),
+            f"CUDA_DEVICE_SM_LIMIT_{position}": str(sm),
         }
