@@ -44,7 +44,7 @@ typedef struct hami_fake_proc {
     int32_t pid;
     uint32_t reserved;
     uint64_t used_bytes;   /* device memory this pid holds now */
-    uint64_t busy_ns;      /* cumulative kernel time of this pid's kernels (completed) */
+    uint64_t busy_ns;      /* cumulative kernel time of this pid's kernels (counted when queued) */
     uint64_t launches;     /* kernels launched by this pid */
 } hami_fake_proc;
 
@@ -52,7 +52,7 @@ typedef struct hami_fake_device {
     uint64_t total_bytes;      /* capacity */
     uint64_t used_bytes;       /* bytes held by all processes now */
     uint64_t peak_used_bytes;  /* high-water mark of used_bytes since creation */
-    uint64_t busy_ns;          /* cumulative kernel time (completed kernels) */
+    uint64_t busy_ns;          /* cumulative kernel time (counted when queued, <= 1 kernel ahead) */
     uint64_t busy_until_ns;    /* CLOCK_MONOTONIC end of the virtual timeline */
     uint64_t launches;         /* kernels launched on this device */
     hami_fake_proc procs[HAMI_FAKE_GPU_MAX_PROCS];
@@ -243,23 +243,38 @@ static inline void hami_fake_mem_give(hami_fake_device *d, hami_fake_proc *p, ui
 }
 
 /* Runs a fake kernel of duration_ns: it takes the next free interval of the
- * device's timeline (kernels of all processes serialise, like one busy engine)
- * and the caller sleeps until it ends, as a synchronising launch would. */
+ * device's timeline (kernels of all processes serialise, like one busy engine).
+ * The caller sleeps until its kernel *starts*, i.e. a launch queue one kernel
+ * deep: a launch loop can keep the device 100% busy even with short kernels,
+ * and a launcher never runs ahead of the device.  Busy time is counted when
+ * the kernel is queued, so counters lead the timeline by at most one kernel. */
 static inline void hami_fake_run_kernel(hami_fake_device *d, hami_fake_proc *p, uint64_t duration_ns) {
     __atomic_fetch_add(&d->launches, 1, __ATOMIC_RELAXED);
     if (p) __atomic_fetch_add(&p->launches, 1, __ATOMIC_RELAXED);
     if (duration_ns == 0) return;
     uint64_t now = hami_fake_now_ns();
-    uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE), end;
+    uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE), start;
     do {
-        end = (until > now ? until : now) + duration_ns;
-    } while (!__atomic_compare_exchange_n(&d->busy_until_ns, &until, end, 1, __ATOMIC_ACQ_REL,
+        start = until > now ? until : now;
+    } while (!__atomic_compare_exchange_n(&d->busy_until_ns, &until, start + duration_ns, 1, __ATOMIC_ACQ_REL,
                                           __ATOMIC_ACQUIRE));
-    struct timespec ts = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
     __atomic_fetch_add(&d->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
     if (p) __atomic_fetch_add(&p->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
+    if (start > now) {
+        struct timespec ts = {(time_t)(start / 1000000000ull), (long)(start % 1000000000ull)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+    }
+}
+
+/* Waits until every kernel queued on the device so far has finished (a device-wide synchronize). */
+static inline void hami_fake_synchronize(hami_fake_device *d) {
+    uint64_t end = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE);
+    if (end > hami_fake_now_ns()) {
+        struct timespec ts = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+    }
 }
 
 /* Kernel duration used when the test did not choose one per thread. */

@@ -123,7 +123,12 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) { t_ctx = ctx; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) { *pctx = t_ctx; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetDevice(CUdevice *device) { return current_dev(device); }
-EXPORT CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+EXPORT CUresult cuCtxSynchronize(void) {
+    int dev;
+    CUresult rc = current_dev(&dev);
+    if (rc == CUDA_SUCCESS) hami_fake_synchronize(&g_state->devices[dev]);
+    return rc;
+}
 
 /* ---- memory ---- */
 
@@ -240,7 +245,13 @@ EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream hStream) { return CUDA_SUCCESS; }
+EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+    if (hStream && ready()) {
+        hami_fake_synchronize(&g_state->devices[hStream->device]);
+        return CUDA_SUCCESS;
+    }
+    return cuCtxSynchronize();
+}
 
 static CUresult run(CUstream stream) {
     int dev;
