@@ -202,10 +202,11 @@ class AscendAdapter(VendorAdapter):
         catalog = info.partitions or partitions.profiles(info.model, info.memory_mib)
         if not catalog:
             return super().plan_grant(info, part, part_index, usage)
-        memory = part.memory_for(info.memory_mib)
+        named = part.partition not in (None, "auto")
+        asked = part.memory_mib is not None or part.memory_percent is not None
+        memory = part.memory_for(info.memory_mib) if asked or not named else 0
         reserved_aicore = _int_attr(info, ATTR_RESERVED_AICORE)
         reserved_memory = _int_attr(info, ATTR_RESERVED_MEMORY)
-        named = part.partition not in (None, "auto")
         if not named and (part.exclusive or not partitions.covers(catalog, memory, part.cores)):
             if reserved_aicore or reserved_memory:
                 return ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE
