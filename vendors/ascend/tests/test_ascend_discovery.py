@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from hami_ascend.adapter import AscendAdapter
+
 from hami_devices import MemoryLedger, Metrics
 from hami_devices.config import parse_config
 from hami_devices.device import Device

@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from hami_ascend.binding import ffi
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

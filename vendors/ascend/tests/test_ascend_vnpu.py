@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from hami_ascend import partitions
 from hami_ascend.adapter import AscendAdapter
 from hami_ascend.binding import load
+
 from hami_devices import InsufficientResources, MemoryLedger, ReasonCode, allocate, discover, release
 from hami_devices.config import parse_config
 from hami_devices.device import Device
