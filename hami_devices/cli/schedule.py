@@ -73,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
             if r["placed"]:
                 for g in r["grants"]:
                     part = f" part {g['part']}" if g["part"] else ""
-                    print(f"  {g['node']}/{g['model']}#{g['index']}{part}: {g['memory_mib']} MiB, {g['cores']}% cores"
-                          + (f", partition {g['partition']}" if g["partition"] else ""))
+                    print(
+                        f"  {g['node']}/{g['model']}#{g['index']}{part}: {g['memory_mib']} MiB, {g['cores']}% cores"
+                        + (f", partition {g['partition']}" if g["partition"] else "")
+                    )
                 print_table(
                     ["  SCORER", "SCORE", "WEIGHT"],
                     [[f"  {k}", f"{v:.1f}", f"{r['weights'][k]:g}"] for k, v in r["breakdown"].items()],

@@ -40,6 +40,7 @@ _DEVICE_FIELDS: dict[str, Any] = {
     "healthy": False,
     "mem_total": 0,
     "mem_used": 0,
+    "mem_cap": 0,
     "cores_used": 0,
     "sharers": 0,
     "split": 1,
@@ -108,6 +109,8 @@ class ClusterState:
         self.bookings: dict[str, Booking] = {}
         self.version = 0
         self._ids = itertools.count(1)
+        self._name_rank: IntArray | None = None  # node row -> rank of its name (tie-breaks)
+        self._pairs: dict[tuple[int, int], float] = {}  # topology pair scores by device rows
         self._grow(64)
 
     # ------------------------------------------------------------------ arrays
@@ -136,6 +139,7 @@ class ClusterState:
     healthy: BoolArray
     mem_total: IntArray
     mem_used: IntArray
+    mem_cap: IntArray  # mem_total x overcommit, kept so scoring never recomputes it
     cores_used: IntArray
     sharers: IntArray
     split: IntArray
@@ -178,6 +182,7 @@ class ClusterState:
         self.node_mem_free = np.append(self.node_mem_free, memory_mib)
         self.node_ok = np.append(self.node_ok, True)
         self.nodes[name] = NodeState(name, cpu_milli, memory_mib, dict(labels or {}))
+        self._name_rank = None
         for info in devices:
             self.add_device(name, info)
         self.version += 1
@@ -197,6 +202,7 @@ class ClusterState:
         row = self._node_index.pop(name)
         self._node_names[row] = ""
         self.node_ok[row] = False
+        self._name_rank = None
         del self.nodes[name]
         self.version += 1
         return dropped
@@ -211,6 +217,30 @@ class ClusterState:
 
     def node_name(self, row: int) -> str:
         return self._node_names[row]
+
+    def name_rank(self) -> IntArray:
+        """Rank of each node row's name in sorted order (removed rows rank last)."""
+        if self._name_rank is None or len(self._name_rank) != len(self._node_names):
+            order = sorted(range(len(self._node_names)), key=lambda i: (self._node_names[i] == "", self._node_names[i]))
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order))
+            self._name_rank = rank
+        return self._name_rank
+
+    def pair_matrix(self, rows: Sequence[int]) -> FloatArray:
+        """Topology pair scores (0..100) among ``rows``; the diagonal is 0."""
+        k = len(rows)
+        out = np.zeros((k, k))
+        for i in range(k):
+            for j in range(i + 1, k):
+                key = (rows[i], rows[j])
+                score = self._pairs.get(key)
+                if score is None:
+                    a, b = self.info(rows[i]), self.info(rows[j])
+                    score = float(a.topology.get(b.uuid, b.topology.get(a.uuid, 0)))
+                    self._pairs[key] = score
+                out[i, j] = out[j, i] = score
+        return out
 
     @property
     def node_names(self) -> list[str]:
@@ -238,6 +268,7 @@ class ClusterState:
             info = info.model_copy(update={"node": node_name})
         self.infos[row] = info
         self.uuid_index[info.uuid] = row
+        self._pairs.clear()
         node.devices.append(row)
         self.alive[row] = True
         self.node[row] = self._node_index[node_name]
@@ -250,6 +281,7 @@ class ClusterState:
         self.healthy[row] = info.healthy
         self.mem_total[row] = info.memory_mib
         self.mem_used[row] = 0
+        self.mem_cap[row] = int(info.memory_mib * self.memory_overcommit)
         self.cores_used[row] = 0
         self.sharers[row] = 0
         self.split[row] = info.split_count
@@ -271,6 +303,7 @@ class ClusterState:
         node.devices.remove(row)
         del self.uuid_index[info.uuid]
         self.infos[row] = None
+        self._pairs.clear()
         self.alive[row] = False
         self.healthy[row] = False
         self._free_rows.append(row)
@@ -300,11 +333,16 @@ class ClusterState:
         return list(self._node(node_name).devices)
 
     def live_rows(self) -> IntArray:
+        if not self._free_rows:  # no holes: every row in use is alive
+            return np.arange(self.size)
         return np.flatnonzero(self.alive[: self.size])
 
+    def live_index(self) -> IntArray | slice:
+        """Like ``live_rows`` but a slice when there are no holes, so that reads are views, not copies."""
+        return slice(0, self.size) if not self._free_rows else self.live_rows()
+
     def mem_capacity(self, rows: IntArray | slice | None = None) -> IntArray:
-        idx = slice(0, self.size) if rows is None else rows
-        return (self.mem_total[idx] * self.memory_overcommit).astype(np.int64)  # type: ignore[no-any-return]
+        return self.mem_cap[slice(0, self.size) if rows is None else rows]
 
     def free_share_milli(self, rows: IntArray) -> IntArray:
         """Free share of each device in thousandths: the scarcer of memory and cores."""
@@ -312,7 +350,7 @@ class ClusterState:
         cores = 1.0 - self.cores_used[rows] / 100.0
         share = np.minimum(mem, cores)
         share = np.where(self.exclusive[rows] | ~self.healthy[rows], 0.0, share)
-        return np.clip(np.floor(share * 1000 + 1e-9), 0, 1000).astype(np.int64)  # type: ignore[no-any-return]
+        return np.clip(np.floor(share * 1000 + 1e-9), 0, 1000).astype(np.int64)
 
     # ------------------------------------------------------------------ bookings
     def assume(

@@ -38,7 +38,6 @@ from hami_devices.scheduling.cluster import Booking, ClusterState
 from hami_devices.scheduling.fgd import WorkloadMix
 from hami_devices.scheduling.policies import Policy, resolve_policy
 from hami_devices.scheduling.scorers.base import ScoreContext, Scorer
-from hami_devices.scheduling.scorers.topology import pair_score
 from hami_devices.traits import normalize_model_name
 
 FloatArray = npt.NDArray[np.float64]
@@ -61,7 +60,7 @@ DEVICE_CODES: tuple[ReasonCode, ...] = (
     ReasonCode.CARD_INSUFFICIENT_CORE,
 )
 _PRECISION = {p: i for i, p in enumerate(PRECISIONS)}
-SEARCH_NODES = 32  # multi-device/multi-part parts: nodes examined in depth, best device scores first
+SEARCH_NODES = 16  # multi-device/multi-part parts: nodes examined in depth, best device scores first
 
 
 @dataclass
@@ -106,7 +105,15 @@ class _PartEval:
     device_total: FloatArray  # weighted device score per candidate
     per_scorer: dict[str, FloatArray]
     ctx: ScoreContext
-    rejected: dict[int, ReasonCode] = field(default_factory=dict)  # row -> code
+    nodes: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # node row per candidate
+    all_rows: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    codes: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1 ok, else DEVICE_CODES index
+
+    @property
+    def rejected(self) -> dict[int, ReasonCode]:
+        """Row -> first failing reason code (built only when explaining)."""
+        bad = self.codes >= 0
+        return {int(r): DEVICE_CODES[int(k)] for r, k in zip(self.all_rows[bad], self.codes[bad], strict=True)}
 
 
 @dataclass
@@ -172,8 +179,9 @@ class Engine:
     def _filter(self, part: RequestPart, index: int, request: ResourceRequest) -> _PartEval:
         c = self.cluster
         rows = c.live_rows()
+        at = c.live_index()  # a slice when the arrays have no holes: views, not copies
         n = rows.size
-        mem_total = c.mem_total[rows]
+        mem_total = c.mem_total[at]
         if part.memory_mib is not None:
             memory = np.full(n, part.memory_mib, dtype=np.int64)
         elif part.memory_percent is not None:
@@ -181,8 +189,8 @@ class Engine:
         else:
             memory = mem_total.copy()  # no memory given: the whole device's memory
         fails: list[BoolArray] = []
-        fails.append(self._name_mask(c.vendor[rows], part.vendors, part.exclude_vendors, c.vendor_id))
-        fails.append(self._name_mask(c.model[rows], part.models, part.exclude_models, c.model_id))
+        fails.append(self._name_mask(c.vendor[at], part.vendors, part.exclude_vendors, c.vendor_id))
+        fails.append(self._name_mask(c.model[at], part.models, part.exclude_models, c.model_id))
         uuid_bad = np.zeros(n, dtype=bool)
         if part.uuids or part.exclude_uuids:
             allowed = {c.uuid_index[u] for u in part.uuids if u in c.uuid_index}
@@ -191,23 +199,23 @@ class Engine:
                 uuid_bad |= ~np.isin(rows, list(allowed))
             uuid_bad |= np.isin(rows, list(banned))
         fails.append(uuid_bad)
-        fails.append(~c.healthy[rows])
+        fails.append(~c.healthy[at])
         if part.precision is not None:
-            fails.append(c.has_traits[rows] & (c.tflops[rows, _PRECISION[part.precision]] <= 0))
+            fails.append(c.has_traits[at] & (c.tflops[at, _PRECISION[part.precision]] <= 0))
         else:
             fails.append(np.zeros(n, dtype=bool))
-        fails.append(np.zeros(n, dtype=bool) if part.numa_node is None else c.numa[rows] != part.numa_node)
+        fails.append(np.zeros(n, dtype=bool) if part.numa_node is None else c.numa[at] != part.numa_node)
         partition: list[str | None] = [None] * n
         part_bad = np.zeros(n, dtype=bool)
         if part.partition is not None:
             part_bad, memory, partition = self._partitions(part, rows, memory)
         fails.append(part_bad)
-        fails.append(c.exclusive[rows])
-        fails.append(np.full(n, part.exclusive) & (c.sharers[rows] > 0))
-        fails.append(c.sharers[rows] + 1 > c.split[rows])
-        fails.append(c.mem_used[rows] + memory > c.mem_capacity(rows))
-        fails.append(c.cores_used[rows] + part.cores > 100)
-        node_ok = c.node_ok[c.node[rows]]
+        fails.append(c.exclusive[at])
+        fails.append(np.full(n, part.exclusive) & (c.sharers[at] > 0))
+        fails.append(c.sharers[at] + 1 > c.split[at])
+        fails.append(c.mem_used[at] + memory > c.mem_capacity(at))
+        fails.append(c.cores_used[at] + part.cores > 100)
+        node_ok = c.node_ok[c.node[at]]
         bad = np.zeros(n, dtype=bool)
         code = np.full(n, -1)
         for i, mask in enumerate(fails):
@@ -215,7 +223,6 @@ class Engine:
             code[new] = i
             bad |= mask
         ok = ~bad & node_ok
-        rejected = {int(r): DEVICE_CODES[int(k)] for r, k in zip(rows[code >= 0], code[code >= 0], strict=True)}
         keep = np.flatnonzero(ok)
         cand = rows[keep]
         ctx = ScoreContext(c, request, part, index, cand, memory[keep], self.mix)
@@ -228,8 +235,9 @@ class Engine:
         for name, w in self.weights.items():
             device_total += w * per_scorer[name]
         device_total /= total_w
+        names: list[str | None] = [partition[i] for i in keep] if part.partition is not None else [None] * cand.size
         return _PartEval(
-            part, index, cand, memory[keep], [partition[i] for i in keep], device_total, per_scorer, ctx, rejected
+            part, index, cand, memory[keep], names, device_total, per_scorer, ctx, c.node[cand], rows, code
         )
 
     @staticmethod
@@ -269,41 +277,33 @@ class Engine:
         return bad, memory, names
 
     # ------------------------------------------------------------------ choose sets
-    def _best_single(self, ev: _PartEval, node_rows: BoolArray | None) -> tuple[IntArray, IntArray]:
-        """Per node, the best candidate position (count == 1): (node rows, positions)."""
-        c = self.cluster
-        pos = np.arange(ev.rows.size)
-        nodes = c.node[ev.rows]
-        if node_rows is not None:
-            pos = pos[node_rows[nodes]]
-            nodes = nodes[pos]
-        order = np.lexsort((ev.rows[pos], -ev.device_total[pos], nodes))
-        pos, nodes = pos[order], nodes[order]
-        uniq, first = np.unique(nodes, return_index=True)
-        return uniq, pos[first]
-
     def _grow_set(self, ev: _PartEval, positions: list[int], count: int) -> list[int]:
-        """Greedy set from each seed: add the device with the best pair score (+ own score)."""
-        if count <= 1 or self.weights.get("topology", 0) <= 0 and self.request_topology == "none":
+        """Greedy set from each seed: add the device with the best mean pair score to those chosen.
+
+        The device's own score breaks near ties.  Each seed gives one set; the
+        best-scoring set wins.  O(k^2 * count) per node instead of C(k, count).
+        """
+        if count <= 1 or (self.weights.get("topology", 0) <= 0 and self.request_topology == "none"):
             return positions[:count]
-        best: list[int] = positions[:count]
-        best_val = -1.0
         rows = [int(ev.rows[p]) for p in positions]
+        pairs = self.cluster.pair_matrix(rows)
+        own = ev.device_total[np.array(positions)] * 0.01
+        best: list[int] = positions[:count]
+        best_val = -np.inf
+        seen: set[tuple[int, ...]] = set()
         for seed in range(len(positions)):
             chosen = [seed]
             while len(chosen) < count:
-                pick, pick_val = -1, -1.0
-                for j in range(len(positions)):
-                    if j in chosen:
-                        continue
-                    pair = sum(pair_score(self.cluster, rows[j], rows[k]) for k in chosen) / len(chosen)
-                    val = pair + 0.01 * float(ev.device_total[positions[j]])
-                    if val > pick_val:
-                        pick, pick_val = j, val
-                chosen.append(pick)
-            val = self._set_value(ev, [positions[k] for k in chosen])
+                gain = pairs[:, chosen].mean(axis=1) + own
+                gain[chosen] = -np.inf
+                chosen.append(int(np.argmax(gain)))
+            key = tuple(sorted(chosen))
+            if key in seen:
+                continue
+            seen.add(key)
+            val = self._set_value(ev, [positions[k] for k in key])
             if val > best_val + 1e-9:
-                best, best_val = [positions[k] for k in chosen], val
+                best, best_val = [positions[k] for k in key], val
         return best
 
     def _set_value(self, ev: _PartEval, positions: list[int]) -> float:
@@ -320,8 +320,9 @@ class Engine:
 
     def _node_choice(self, ev: _PartEval, node: int, exclude: set[int]) -> _Choice | None:
         """The part's best device set on one node, avoiding ``exclude`` rows."""
-        c = self.cluster
-        on = np.flatnonzero((c.node[ev.rows] == node) & ~np.isin(ev.rows, list(exclude)))
+        on = np.flatnonzero(ev.nodes == node)
+        if exclude:
+            on = on[~np.isin(ev.rows[on], list(exclude))]
         if on.size < ev.part.count:
             return None
         on = on[np.lexsort((ev.rows[on], -ev.device_total[on]))]
@@ -343,11 +344,7 @@ class Engine:
         c = self.cluster
         self.request_topology = request.topology
         evals = [self._filter(part, i, request) for i, part in enumerate(request.parts)]
-        host_ok = (
-            c.node_ok
-            & (c.node_cpu_free >= request.host_cpu_milli)
-            & (c.node_mem_free >= request.host_memory_mib)
-        )
+        host_ok = c.node_ok & (c.node_cpu_free >= request.host_cpu_milli) & (c.node_mem_free >= request.host_memory_mib)
         results: list[tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]] = []
         if request.same_node:
             results = self._rank_same_node(evals, host_ok, max(limit, 1))
@@ -367,30 +364,34 @@ class Engine:
         single = len(evals) == 1 and evals[0].part.count == 1
         if single:
             ev = evals[0]
-            nodes, pos = self._best_single(ev, host_ok)
-            if nodes.size == 0:
+            pos = np.flatnonzero(host_ok[c.node[ev.rows]])
+            if pos.size == 0:
                 return []
-            scores = ev.device_total[pos]
-            names = np.array([c.node_name(int(n)) for n in nodes]) if nodes.size <= 64 else None
-            if names is None:
-                # Only the top few need names for the tie-break: take a generous cut first.
-                cut = np.argsort(-scores, kind="stable")[: max(limit, 1) * 8]
-                top = scores[cut].max()
-                tied = np.flatnonzero(scores >= top - 1e-9)
-                cut = np.unique(np.concatenate([cut, tied[:256]]))
-                nodes, pos, scores = nodes[cut], pos[cut], scores[cut]
-                names = np.array([c.node_name(int(n)) for n in nodes])
-            order = np.lexsort((names, -np.round(scores, 9)))[:limit]
+            score = np.round(ev.device_total[pos], 9)
+            rank = c.name_rank()
+            if limit == 1:
+                top = pos[score >= score.max()]
+                order = top[np.lexsort((ev.rows[top], rank[c.node[ev.rows[top]]]))]
+                picks = order[:1]
+            else:
+                order = pos[np.lexsort((ev.rows[pos], rank[c.node[ev.rows[pos]]], -score))]
+                _, first = np.unique(c.node[ev.rows[order]], return_index=True)
+                picks = order[np.sort(first)][:limit]
             return [
-                (float(scores[i]), str(names[i]), [int(pos[i])], [(ev, self._score_set(ev, [int(pos[i])]))])
-                for i in order
+                (
+                    float(ev.device_total[p]),
+                    c.node_name(int(c.node[ev.rows[p]])),
+                    [int(p)],
+                    [(ev, self._score_set(ev, [int(p)]))],
+                )
+                for p in picks
             ]
         # Multi-device or multi-part: rank nodes by the sum of each part's best device scores,
         # then examine the best SEARCH_NODES of them in depth.
         node_score = np.zeros(len(c.node_names))
         feasible = host_ok.copy()
         for ev in evals:
-            nodes = c.node[ev.rows]
+            nodes = ev.nodes
             counts = np.bincount(nodes, minlength=len(c.node_names))
             feasible &= counts >= ev.part.count  # disjointness between parts is checked in depth
             best = np.full(len(c.node_names), -np.inf)
@@ -450,9 +451,7 @@ class Engine:
         weight = sum(ev.part.count for ev, _ in chosen)
         return sum(ev.part.count * ch.score for ev, ch in chosen) / max(weight, 1)
 
-    def _placement(
-        self, request: ResourceRequest, node: str, chosen: list[tuple[_PartEval, _Choice]]
-    ) -> Placement:
+    def _placement(self, request: ResourceRequest, node: str, chosen: list[tuple[_PartEval, _Choice]]) -> Placement:
         c = self.cluster
         grants: list[Grant] = []
         breakdown = dict.fromkeys(self.weights, 0.0)

@@ -62,9 +62,7 @@ class WorkloadMix:
         object.__setattr__(self, "cpu", np.array([s.cpu_milli for s in self.shapes], dtype=np.int64))
         object.__setattr__(self, "milli", np.array([s.gpu_milli for s in self.shapes], dtype=np.int64))
         object.__setattr__(self, "num", np.array([s.num_gpu for s in self.shapes], dtype=np.int64))
-        object.__setattr__(
-            self, "weight", np.array([s.weight / total for s in self.shapes], dtype=np.float64)
-        )
+        object.__setattr__(self, "weight", np.array([s.weight / total for s in self.shapes], dtype=np.float64))
 
     def __len__(self) -> int:
         return len(self.shapes)
@@ -140,12 +138,10 @@ def _frag(
     """F = sum_s p_s * (fits_s ? small_s : total); shapes are the last axis."""
     fits = shape_ok & (cpu_free[..., None] >= mix.cpu) & ((mix.milli == 0) | (count_ge >= mix.num))
     per_shape = np.where(fits, small, total[..., None])
-    return per_shape @ mix.weight  # type: ignore[no-any-return]
+    return per_shape @ mix.weight
 
 
-def node_fragmentation(
-    free: IntArray, cpu_free: IntArray, shape_ok: BoolArray, mix: WorkloadMix
-) -> FloatArray:
+def node_fragmentation(free: IntArray, cpu_free: IntArray, shape_ok: BoolArray, mix: WorkloadMix) -> FloatArray:
     """``F_n`` for every node; ``shape_ok`` is ``[N, S]`` (model acceptance per node)."""
     t = terms(free, mix)
     return _frag(t.count_ge, t.small, t.total, cpu_free, shape_ok, mix)
@@ -192,4 +188,4 @@ def whole_deltas(
     else:
         count_ge, total = t.count_ge, t.total
     new = _frag(count_ge, t.small, total, cpu_free - cpu, shape_ok, mix)
-    return new - base  # type: ignore[no-any-return]
+    return new - base

@@ -160,14 +160,23 @@ def plan_defragmentation(cluster: ClusterState, max_moves: int) -> DefragPlan:
                 banned = [trial.info(r).uuid for r in emptying_now if trial.infos[r] is not None]
                 banned += [trial.info(int(r)).uuid for r in trial.live_rows() if trial.sharers[r] == 0]
                 request = old.request.model_copy(
-                    update={"parts": [p.model_copy(update={"exclude_uuids": [*p.exclude_uuids, *banned]})
-                                      for p in old.request.parts]}
+                    update={
+                        "parts": [
+                            p.model_copy(update={"exclude_uuids": [*p.exclude_uuids, *banned]})
+                            for p in old.request.parts
+                        ]
+                    }
                 )
                 placement = Engine(trial, "binpack").place(request)
                 Engine(trial, "binpack").book(placement)
                 planned.append(
-                    Move(bid, old.node, placement.node, tuple(g.uuid for g in old.grants),
-                         tuple(g.uuid for g in placement.grants))
+                    Move(
+                        bid,
+                        old.node,
+                        placement.node,
+                        tuple(g.uuid for g in old.grants),
+                        tuple(g.uuid for g in placement.grants),
+                    )
                 )
         except HamiError:
             continue

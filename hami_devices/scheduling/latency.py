@@ -20,11 +20,9 @@ CONTENTION = 0.5
 FloatArray = npt.NDArray[np.float64]
 
 
-def estimate_latency_ms(
-    memory_mib: npt.ArrayLike, bandwidth_gbps: npt.ArrayLike, sharers: npt.ArrayLike
-) -> FloatArray:
+def estimate_latency_ms(memory_mib: npt.ArrayLike, bandwidth_gbps: npt.ArrayLike, sharers: npt.ArrayLike) -> FloatArray:
     mem_gib = np.asarray(memory_mib, dtype=np.float64) / 1024.0
     bw = np.asarray(bandwidth_gbps, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         base = np.where(bw > 0, mem_gib / np.where(bw > 0, bw, 1.0) * 1000.0, np.inf)
-    return base * (1.0 + CONTENTION * np.asarray(sharers, dtype=np.float64))  # type: ignore[no-any-return]
+    return base * (1.0 + CONTENTION * np.asarray(sharers, dtype=np.float64))

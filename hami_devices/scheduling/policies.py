@@ -60,22 +60,38 @@ def _builtin(name: str, description: str, **weights: float) -> Policy:
 BUILTIN: dict[str, Policy] = {
     p.name: p
     for p in (
-        _builtin("binpack", "fill the fullest fitting device first", binpack=3, trait_affinity=2, topology=1,
-                 locality=1),
-        _builtin("spread", "put each task on the emptiest fitting device", spread=3, trait_affinity=2,
-                 topology=1, locality=1),
-        _builtin("topology-aware", "best-connected device sets first", topology=5, trait_affinity=2,
-                 binpack=1, locality=1),
-        _builtin("latency-aware", "hardware that suits the task type; inference meets its SLO cheaply",
-                 trait_affinity=5, spread=1, topology=1, locality=1),
-        _builtin("fragmentation-aware", "least expected fragmentation for the workload mix (FGD)",
-                 fragmentation=4, binpack=1, trait_affinity=1, locality=1),
+        _builtin(
+            "binpack", "fill the fullest fitting device first", binpack=3, trait_affinity=2, topology=1, locality=1
+        ),
+        _builtin(
+            "spread", "put each task on the emptiest fitting device", spread=3, trait_affinity=2, topology=1, locality=1
+        ),
+        _builtin(
+            "topology-aware", "best-connected device sets first", topology=5, trait_affinity=2, binpack=1, locality=1
+        ),
+        _builtin(
+            "latency-aware",
+            "hardware that suits the task type; inference meets its SLO cheaply",
+            trait_affinity=5,
+            spread=1,
+            topology=1,
+            locality=1,
+        ),
+        _builtin(
+            "fragmentation-aware",
+            "least expected fragmentation for the workload mix (FGD)",
+            fragmentation=4,
+            binpack=1,
+            trait_affinity=1,
+            locality=1,
+        ),
     )
 }
 
 
-def parse_policies(data: Any, source: str = "<policies>", known_scorers: tuple[str, ...] = SCORER_NAMES
-                   ) -> dict[str, Policy]:
+def parse_policies(
+    data: Any, source: str = "<policies>", known_scorers: tuple[str, ...] = SCORER_NAMES
+) -> dict[str, Policy]:
     try:
         parsed = PolicyFile.model_validate(data)
     except ValidationError as exc:

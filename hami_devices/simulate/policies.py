@@ -75,7 +75,7 @@ def _normalize(scores: IntArray) -> IntArray:
     low, high = int(scores.min()), int(scores.max())
     if high == low:
         return np.zeros_like(scores)
-    return (scores - low) * 100 // (high - low)  # type: ignore[no-any-return]
+    return (scores - low) * 100 // (high - low)
 
 
 class BestFit(SimPolicy):
@@ -186,16 +186,27 @@ class _FragPolicy(SimPolicy):
                 gpu[todo] = g
             else:
                 delta[todo] = fgd.whole_deltas(
-                    state.cpu_free[todo], self.shape_ok[todo], t, self.base[todo],
-                    task.num_gpu, task.cpu, self.mix,
+                    state.cpu_free[todo],
+                    self.shape_ok[todo],
+                    t,
+                    self.base[todo],
+                    task.num_gpu,
+                    task.cpu,
+                    self.mix,
                 )
             ver[todo] = state.version[todo]
         return delta, gpu
 
     def share_matrix(self, state: ReplayState, task: SimTask, todo: IntArray, t: fgd.FragTerms) -> FloatArray:
         return fgd.share_deltas(
-            state.free[todo], state.cpu_free[todo], self.shape_ok[todo], t, self.base[todo],
-            task.milli, task.cpu, self.mix,
+            state.free[todo],
+            state.cpu_free[todo],
+            self.shape_ok[todo],
+            t,
+            self.base[todo],
+            task.milli,
+            task.cpu,
+            self.mix,
         )
 
     def gpus(self, state: ReplayState, node: int, task: SimTask, gpu: IntArray) -> list[int]:
@@ -206,7 +217,7 @@ class _FragPolicy(SimPolicy):
 
 def _sigmoid_score(delta: FloatArray) -> IntArray:
     """The published FGD score: int(sigmoid(-delta / 1000) * 100)."""
-    return (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)  # type: ignore[no-any-return]
+    return (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
 
 
 class PublishedFGD(_FragPolicy):
@@ -232,20 +243,46 @@ class PublishedFGD(_FragPolicy):
 
 
 class FragmentationAware(_FragPolicy):
-    """Least exact fragmentation increase; near ties to the best fit; then lowest index."""
+    """FGD, exact, with two changes that measurably help on openb (see bench/placement.py).
+
+    1. Shapes are weighted by demand, not only by frequency:
+       ``p_m ~ count_m * (gpu_request_m + DEMAND_OFFSET)``, so a whole-GPU
+       shape that the cluster can no longer host counts for more than a
+       tiny share shape.
+    2. Nodes are ranked by ``delta F_n + PACK_WEIGHT * left_n`` where
+       ``left_n`` is BestFit's measure of what stays free on the node
+       (0.5 CPU / 128 cores + 0.5 GPU / 8 GPUs): among placements that
+       fragment alike, the one that packs wins.  Remaining ties go to the
+       least left, then the lowest node index (deterministic).
+    """
 
     name = "fragmentation-aware"
-    tolerance = 1e-6  # thousandths: only float noise counts as a tie
+    DEMAND_OFFSET = 300.0  # thousandths added to each shape's GPU request (CPU-only shapes still count)
+    PACK_WEIGHT = 150.0  # thousandths of fragmentation one unit of BestFit "left" is worth
+    tolerance = 1e-6
+
+    def prepare(self, state: ReplayState, ctx: PolicyContext) -> None:
+        shapes = tuple(
+            fgd.Shape(
+                s.cpu_milli,
+                s.gpu_milli,
+                s.num_gpu,
+                s.models,
+                s.weight * (s.gpu_milli * s.num_gpu + self.DEMAND_OFFSET),
+            )
+            for s in ctx.mix.shapes
+        )
+        super().prepare(state, PolicyContext(ctx.seed, fgd.WorkloadMix(shapes)))
 
     def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
         cand = np.flatnonzero(feasible)
         if cand.size == 0:
             return None
         delta, gpu = self.deltas(state, task, feasible)
-        d = delta[cand]
-        near = d <= d.min() + self.tolerance
-        pool = cand[near]
-        node = int(pool[np.argmin(_left_after(state, pool, task))])
+        left = _left_after(state, cand, task)
+        rank = delta[cand] + self.PACK_WEIGHT * left
+        pool = np.flatnonzero(rank <= rank.min() + self.tolerance)
+        node = int(cand[pool[np.argmin(left[pool])]])
         return node, self.gpus(state, node, task, gpu)
 
 

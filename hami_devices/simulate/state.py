@@ -87,10 +87,10 @@ class ReplayState:
         """Nodes with the CPU, host memory and GPUs (of an accepted model) the task needs."""
         ok = (self.cpu_free >= task.cpu) & (self.mem_free >= task.mem) & task.model_ok[self.model_col]
         if task.num_gpu == 0:
-            return ok  # type: ignore[no-any-return]
+            return ok
         if task.is_share:
-            return ok & (self.max_free >= task.milli)  # type: ignore[no-any-return]
-        return ok & (self.full >= task.num_gpu)  # type: ignore[no-any-return]
+            return ok & (self.max_free >= task.milli)
+        return ok & (self.full >= task.num_gpu)
 
     def whole_gpus(self, node: int, count: int) -> list[int]:
         """The lowest-index entirely free GPUs of ``node``."""

@@ -54,7 +54,7 @@ class TracePods:
 
     @property
     def gpu_request_milli(self) -> IntArray:
-        return self.num_gpu * self.gpu_milli  # type: ignore[no-any-return]
+        return self.num_gpu * self.gpu_milli
 
 
 def _int(row: dict[str, str], key: str, path: Path, line: int) -> int:

@@ -36,7 +36,7 @@ class ScoreContext:
     def share(self) -> FloatArray:
         """The fraction of each candidate device the part takes (the scarcer of memory and cores)."""
         mem = self.memory / np.maximum(self.cluster.mem_capacity(self.rows), 1)
-        return np.maximum(mem, self.part.cores / 100.0)  # type: ignore[no-any-return]
+        return np.maximum(mem, self.part.cores / 100.0)
 
 
 class Scorer:
@@ -59,4 +59,4 @@ def minmax(values: FloatArray, higher_is_better: bool = True) -> FloatArray:
     if high - low < 1e-12:
         return np.full(values.shape, 100.0)
     scaled = (values - low) / (high - low)
-    return 100.0 * (scaled if higher_is_better else 1.0 - scaled)  # type: ignore[no-any-return]
+    return 100.0 * (scaled if higher_is_better else 1.0 - scaled)

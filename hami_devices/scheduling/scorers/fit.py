@@ -15,7 +15,7 @@ def fullness_after(ctx: ScoreContext) -> FloatArray:
     c = ctx.cluster
     mem = (c.mem_used[ctx.rows] + ctx.memory) / np.maximum(c.mem_capacity(ctx.rows), 1)
     cores = (c.cores_used[ctx.rows] + ctx.part.cores) / 100.0
-    return np.clip(0.5 * mem + 0.5 * cores, 0.0, 1.0)  # type: ignore[no-any-return]
+    return np.clip(0.5 * mem + 0.5 * cores, 0.0, 1.0)
 
 
 class BinpackScorer(Scorer):

@@ -35,9 +35,7 @@ class FragmentationScorer(Scorer):
         delta = np.zeros(ctx.rows.shape)
         for value in np.unique(milli):
             pick = milli == value
-            d = fgd.share_deltas(
-                free, cpu_free, shape_ok, t, base, int(value), ctx.request.host_cpu_milli, mix
-            )
+            d = fgd.share_deltas(free, cpu_free, shape_ok, t, base, int(value), ctx.request.host_cpu_milli, mix)
             delta[pick] = d[node_pos[pick], slots[pick]]
         delta = np.where(np.isfinite(delta), delta, 1000.0 * len(mix))
-        return 100.0 / (1.0 + np.exp(np.clip(delta / SCALE_MILLI, -50, 50)))  # type: ignore[no-any-return]
+        return 100.0 / (1.0 + np.exp(np.clip(delta / SCALE_MILLI, -50, 50)))

@@ -30,7 +30,7 @@ def _ratio(values: FloatArray) -> FloatArray:
     top = float(values.max()) if values.size else 0.0
     if top <= 0:
         return np.ones(values.shape)
-    return values / top  # type: ignore[no-any-return]
+    return values / top
 
 
 class TraitAffinityScorer(Scorer):
@@ -55,21 +55,21 @@ class TraitAffinityScorer(Scorer):
         compute = _ratio(flops)
         memory = _ratio(c.mem_total[rows].astype(np.float64))
         link = _ratio(c.link_bw[rows]) if ctx.part.count > 1 else compute
-        return 100.0 * (0.5 * compute + 0.3 * memory + 0.2 * link)  # type: ignore[no-any-return]
+        return 100.0 * (0.5 * compute + 0.3 * memory + 0.2 * link)
 
     def _inference(self, ctx: ScoreContext) -> FloatArray:
         c, rows = ctx.cluster, ctx.rows
         slo = ctx.request.latency_slo_ms
         if slo is None:
             contention = 1.0 / (1.0 + c.sharers[rows])
-            return 100.0 * (0.6 * _ratio(c.bandwidth[rows]) + 0.4 * contention)  # type: ignore[no-any-return]
+            return 100.0 * (0.6 * _ratio(c.bandwidth[rows]) + 0.4 * contention)
         latency = estimate_latency_ms(ctx.memory, c.bandwidth[rows], c.sharers[rows])
         meets = latency <= slo
         cost = c.cost[rows]
         cheapest = float(cost[meets].min()) if meets.any() else 1.0
         with np.errstate(divide="ignore"):
             missing = 50.0 * np.clip(slo / latency, 0.0, 0.999)
-        return np.where(meets, 50.0 + 50.0 * cheapest / cost, missing)  # type: ignore[no-any-return]
+        return np.where(meets, 50.0 + 50.0 * cheapest / cost, missing)
 
     def _interactive(self, ctx: ScoreContext) -> FloatArray:
         year = ctx.cluster.year[ctx.rows].astype(np.float64)
@@ -81,9 +81,9 @@ class TraitAffinityScorer(Scorer):
         else:
             age = np.full(year.shape, 0.5)
         small = 1.0 - np.clip(ctx.share, 0.0, 1.0)
-        return 100.0 * (0.6 * age + 0.4 * small)  # type: ignore[no-any-return]
+        return 100.0 * (0.6 * age + 0.4 * small)
 
     def _batch(self, ctx: ScoreContext) -> FloatArray:
         cost = ctx.cluster.cost[ctx.rows]
         cheap = float(cost.min()) / cost
-        return 100.0 * (0.5 * cheap + 0.5 * fullness_after(ctx))  # type: ignore[no-any-return]
+        return 100.0 * (0.5 * cheap + 0.5 * fullness_after(ctx))
