@@ -1,15 +1,13 @@
 /* Memory accounting: process slots, reserve/release, dead-process reclaim. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #include "hami_region.h"
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
-
-/* Minimum spacing of reclaim scans on the OOM path: a scan reads /proc for
- * every slot, and a storm near the limit would otherwise repeat it constantly. */
-#define RECLAIM_INTERVAL_NS 50000000ull
 
 int hami_region_device_count(const hami_region *r) { return r->device_count; }
 
@@ -25,17 +23,33 @@ static void free_slot_locked(hami_region *r, hami_region_proc *p) {
     STORE(p->pid, 0);
 }
 
-static int reclaim_locked(hami_region *r) {
+/* Thorough: a slot is dead unless /proc shows its pid running with the same
+ * start time (catches zombies and reused pids; one /proc read per slot).
+ * Quick: only pids that no longer exist (one kill(pid, 0) per slot). */
+static int reclaim_scan_locked(hami_region *r, int thorough) {
     int n = 0;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
         hami_region_proc *p = &r->shm->proc[i];
-        if (p->pid != 0 && !hami_proc_alive(p->pid, p->start_time)) {
+        if (p->pid == 0) continue;
+        int dead = thorough ? !hami_proc_alive(p->pid, p->start_time) : (kill(p->pid, 0) != 0 && errno == ESRCH);
+        if (dead) {
             free_slot_locked(r, p);
             n++;
         }
     }
-    STORE(r->shm->last_reclaim_ns, hami_now_ns());
+    if (thorough) STORE(r->shm->last_reclaim_ns, hami_now_ns());
     return n;
+}
+
+static int reclaim_locked(hami_region *r) { return reclaim_scan_locked(r, 1); }
+
+/* On the refusal path a storm near the limit may refuse thousands of times a
+ * second: scan quickly every time, thoroughly at most every 50 ms. */
+#define THOROUGH_INTERVAL_NS 50000000ull
+
+static int reclaim_for_refusal_locked(hami_region *r) {
+    int thorough = hami_now_ns() - LOAD(r->shm->last_reclaim_ns) >= THOROUGH_INTERVAL_NS;
+    return reclaim_scan_locked(r, thorough);
 }
 
 /* Called with the lock held after its previous holder died mid-update: drop
@@ -127,10 +141,7 @@ int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes) {
     uint64_t limit = d->memory_limit, used = d->memory_used;
     if (limit && (used + bytes > limit || used + bytes < used)) {
         /* Before refusing, give back what dead processes still hold. */
-        uint64_t now = hami_now_ns();
-        if (now - LOAD(r->shm->last_reclaim_ns) >= RECLAIM_INTERVAL_NS && reclaim_locked(r) > 0) {
-            used = d->memory_used;
-        }
+        if (reclaim_for_refusal_locked(r) > 0) used = d->memory_used;
         if (used + bytes > limit || used + bytes < used) {
             hami_region_unlock(r);
             return HAMI_E_OOM;

@@ -1,0 +1,70 @@
+"""Helpers shared by the limiter tests (processes, environments, output parsing)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hami_devices import limiter
+
+PROGS = Path(__file__).resolve().parent / "progs"
+REPO = Path(__file__).resolve().parents[2]
+INCLUDE = REPO / "native" / "include"
+
+
+def need(path_fn: object, name: str) -> Path:
+    """A built library, or a clear test failure naming the build step."""
+    try:
+        return path_fn(name)  # type: ignore[operator,no-any-return]
+    except limiter.LimiterError as exc:
+        pytest.fail(f"{exc} (build with `pip install -e .` or `python native/build_native.py`)")
+
+
+@dataclass
+class Env:
+    """The environment of one test's workload processes."""
+
+    tmp: Path
+    fakes: Path
+    state: Path
+    region: Path
+    vars: dict[str, str] = field(default_factory=dict)
+
+    def build(self, shim: str | None = "libhami_cuda.so", **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HAMI_", "CUDA_DEVICE_"))}
+        env.pop("LD_PRELOAD", None)
+        env["LD_LIBRARY_PATH"] = str(self.fakes)
+        env["HAMI_FAKE_GPU_STATE"] = str(self.state)
+        env.update(self.vars)
+        if shim:
+            env["LD_PRELOAD"] = str(need(limiter.shim_library, shim))
+        env.update(extra)
+        return env
+
+
+def run(cmd: list[str | Path], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def fields(output: str) -> dict[str, str]:
+    """'name rc=2' lines -> {'name': '2'}; 'key value' lines -> {'key': 'value'}."""
+    found: dict[str, str] = {}
+    for line in output.splitlines():
+        head, _, rest = line.partition(" ")
+        found[head] = rest.removeprefix("rc=")
+    return found
+
+
+def python_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env.pop("LD_PRELOAD", None)
+    return env
+
+
+PYTHON = sys.executable

@@ -1,0 +1,169 @@
+"""The CUDA shim's memory limit, in real processes under LD_PRELOAD against the fake libcuda."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
+from tests.limiter.conftest import Drivers
+from tests.limiter.helpers import Env, fields, run
+
+MIB = 1 << 20
+OOM = "2"  # CUDA_ERROR_OUT_OF_MEMORY
+
+
+def test_up_to_the_limit_then_one_byte_more(drivers: Drivers, wenv: Env) -> None:
+    env = wenv.build(HAMI_DEVICE_MEMORY_LIMIT="100m", HAMI_REGION_PATH=str(wenv.region))
+    out = run([drivers.cuda, "oom"], env)
+    assert out.returncode == 0, out.stderr
+    f = fields(out.stdout)
+    assert f["meminfo"] == f"0 free={100 * MIB} total={100 * MIB}"
+    assert f["devtotal"] == str(100 * MIB)
+    assert f["filled"] == f"{100 * MIB} rc=0"
+    assert f["one_more"] == OOM
+    assert f["after"] == f"free=0 total={100 * MIB}"
+    # Every allocation entry point is held to the same limit.
+    for entry in ("pitch", "managed", "async", "create"):
+        assert f[entry] == OOM, entry
+
+
+def test_without_the_shim_the_fake_allows_its_capacity(drivers: Drivers, wenv: Env) -> None:
+    # The control: the same program, no preload, sees the fake device's full 4 GiB.
+    env = wenv.build(shim=None, HAMI_DEVICE_MEMORY_LIMIT="100m", HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    f = fields(run([drivers.cuda, "oom"], env).stdout)
+    assert f["filled"] == f"{4096 * MIB} rc=0"
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"CUDA_DEVICE_MEMORY_LIMIT": "64m"},
+        {"CUDA_DEVICE_MEMORY_LIMIT_0": "65536k"},
+        {"CUDA_DEVICE_MEMORY_LIMIT": "1g", "CUDA_DEVICE_MEMORY_LIMIT_0": "64m"},  # indexed wins
+        {"HAMI_DEVICE_MEMORY_LIMIT_0": "64m", "CUDA_DEVICE_MEMORY_LIMIT": "1g"},  # HAMI_* wins
+    ],
+)
+def test_hami_core_variables(drivers: Drivers, wenv: Env, variables: dict[str, str]) -> None:
+    env = wenv.build(CUDA_DEVICE_MEMORY_SHARED_CACHE=str(wenv.region), **variables)
+    f = fields(run([drivers.cuda, "oom"], env).stdout)
+    assert f["filled"] == f"{64 * MIB} rc=0"
+    assert f["one_more"] == OOM
+    with Region.open(wenv.region) as region:  # the shim created the shared region at that path
+        assert region.device_usage()[0].memory_limit_bytes == 64 * MIB
+
+
+def test_existing_region_is_authoritative(drivers: Drivers, wenv: Env) -> None:
+    Region.create(wenv.region, [DeviceLimit(32 * MIB, 0)]).close()
+    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_DEVICE_MEMORY_LIMIT="1g")
+    f = fields(run([drivers.cuda, "oom"], env).stdout)
+    assert f["filled"] == f"{32 * MIB} rc=0"
+
+
+def test_lookups_reach_the_wrappers(drivers: Drivers, wenv: Env) -> None:
+    want = str(200 * MIB)
+    limited = fields(run([drivers.cuda, "lookup", want], wenv.build(HAMI_DEVICE_MEMORY_LIMIT="100m")).stdout)
+    free = fields(run([drivers.cuda, "lookup", want], wenv.build(shim=None)).stdout)
+    for way in ("dlsym_alloc", "gpa_alloc", "gpa_gpa_alloc", "gpa_v1_alloc"):
+        assert limited[way] == OOM, way
+        assert free[way] == "0", way  # the control: without the shim the same call succeeds
+    assert limited["dlsym_info"] == f"total={100 * MIB}"
+    assert limited["gpa_info"] == f"total={100 * MIB}"
+    assert limited["gpa_launch_ptsz_in"] == "libhami_cuda.so"
+    assert free["gpa_launch_ptsz_in"] == "libcuda.so.1"
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "wrong_version"])
+def test_damaged_region_stops_the_workload(drivers: Drivers, wenv: Env, damage: str) -> None:
+    Region.create(wenv.region, [DeviceLimit(64 * MIB, 0)]).close()
+    data = bytearray(wenv.region.read_bytes())
+    if damage == "truncated":
+        data = data[:100]
+    elif damage == "corrupt":
+        data[24] ^= 0x04  # device_count, covered by the header checksum
+    else:
+        data[8] = 2  # version
+    wenv.region.write_bytes(bytes(data))
+    out = run([drivers.cuda, "oom"], wenv.build(HAMI_REGION_PATH=str(wenv.region)))
+    assert out.returncode == 7 and "cuInit rc=3" in out.stdout  # CUDA_ERROR_NOT_INITIALIZED
+    assert "FATAL" in out.stderr and str(wenv.region) in out.stderr
+    assert {"truncated": "truncated", "corrupt": "checksum", "wrong_version": "version 2"}[damage] in out.stderr
+
+
+def test_storm_never_passes_the_limit(drivers: Drivers, wenv: Env) -> None:
+    limit = 32 * MIB
+    Region.create(wenv.region, [DeviceLimit(limit, 0)]).close()
+    # The fake device is far larger than the limit, so only the shim can hold the line.
+    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    procs = [
+        subprocess.Popen(
+            [str(drivers.cuda), "storm", "4", "20000", str(8 * MIB), str(seed)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in range(8)
+    ]
+    ok = oom = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        counts = dict(part.split("=") for part in out.split())
+        ok, oom = ok + int(counts["ok"]), oom + int(counts["oom"])
+    print(f"storm: {ok} allocations, {oom} refused")
+    assert ok > 1000 and oom > 1000  # the storm really pressed against the limit
+    with Region.open(wenv.region) as region:
+        usage = region.device_usage()[0]
+    device = fake_gpu_snapshot(wenv.state)[0]
+    assert 0 < usage.memory_peak_bytes <= limit  # the region's own high-water mark
+    assert 0 < device.peak_used_bytes <= limit  # and the fake runtime's count of bytes really held
+    assert usage.memory_used_bytes == 0 and device.used_bytes == 0
+
+
+def _hold(drivers: Drivers, env: dict[str, str], nbytes: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [str(drivers.cuda), "hold", str(nbytes)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "READY rc=0"
+    return proc
+
+
+def test_killed_holder_memory_is_reclaimed(drivers: Drivers, wenv: Env) -> None:
+    Region.create(wenv.region, [DeviceLimit(64 * MIB, 0)]).close()
+    env = wenv.build(HAMI_REGION_PATH=str(wenv.region))
+    holder = _hold(drivers, env, 48 * MIB)
+    with Region.open(wenv.region) as region:
+        assert region.device_usage()[0].memory_used_bytes == 48 * MIB
+        assert [r.memory_used_bytes for r in region.process_usage() if r.pid == holder.pid] == [48 * MIB]
+        # While the holder lives, a second process cannot take 48 MiB more ...
+        second = subprocess.run(
+            [str(drivers.cuda), "lookup", str(48 * MIB)], env=env, capture_output=True, text=True
+        )
+        assert fields(second.stdout)["dlsym_alloc"] == "2"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        # ... and once it is killed, its bytes come back without anyone calling reclaim.
+        again = _hold(drivers, env, 48 * MIB)
+        again.kill()
+        again.wait()
+        assert region.reclaim_dead() >= 0
+        assert region.device_usage()[0].memory_used_bytes == 0
+
+
+def test_killed_lock_holder_does_not_wedge_the_shim(drivers: Drivers, wenv: Env) -> None:
+    from tests.limiter.test_region import _child  # a process parked inside the region lock
+
+    Region.create(wenv.region, [DeviceLimit(64 * MIB, 0)]).close()
+    locker = _child(wenv.region, "lock", 32 * MIB)
+    time.sleep(0.2)
+    locker.send_signal(signal.SIGKILL)
+    locker.wait()
+    started = time.monotonic()
+    f = fields(run([drivers.cuda, "oom"], wenv.build(HAMI_REGION_PATH=str(wenv.region)), timeout=20).stdout)
+    assert time.monotonic() - started < 10
+    assert f["filled"] == f"{64 * MIB} rc=0"  # the dead locker's 32 MiB were given back in the repair
