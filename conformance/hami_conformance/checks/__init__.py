@@ -1,0 +1,48 @@
+"""The implementations of the catalog's checks, registered by id.
+
+Each check is a function of a fresh :class:`~hami_conformance.bench.Bench`.  It
+fails by raising ``CheckFailed`` (see ``expect``), declines by raising
+``NotApplicable`` with the reason, and passes by returning.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TypeVar
+
+from hami_conformance.bench import Bench
+
+CheckFn = Callable[[Bench], None]
+F = TypeVar("F", bound=CheckFn)
+
+IMPLEMENTATIONS: dict[str, CheckFn] = {}
+
+MODULES = (
+    "identity",
+    "allocation",
+    "release",
+    "monitoring",
+    "environment",
+    "concurrency",
+    "stateful",
+    "badinput",
+    "partitions",
+    "limiter",
+)
+
+
+def check(check_id: str) -> Callable[[F], F]:
+    def register(fn: F) -> F:
+        if check_id in IMPLEMENTATIONS:
+            raise ValueError(f"check {check_id!r} is implemented twice")
+        IMPLEMENTATIONS[check_id] = fn
+        return fn
+
+    return register
+
+
+def load_all() -> dict[str, CheckFn]:
+    for name in MODULES:
+        importlib.import_module(f"hami_conformance.checks.{name}")
+    return IMPLEMENTATIONS

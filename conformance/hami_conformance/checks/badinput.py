@@ -1,0 +1,74 @@
+"""Bad input: typed errors naming the field, and nothing allocated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hami_conformance.bench import Bench, CheckFailed, expect, share
+from hami_conformance.checks import check
+from hami_conformance.checks.allocation import expect_refused
+from hami_devices.errors import InvalidRequest, ReasonCode
+
+MALFORMED: list[tuple[Any, str]] = [
+    ({"parts": [{"memory_mib": -1}]}, "parts.0.memory_mib"),
+    ({"parts": [{"memory_mib": 0}]}, "parts.0.memory_mib"),
+    ({"parts": [{"count": 0}]}, "parts.0.count"),
+    ({"parts": [{"count": -2}]}, "parts.0.count"),
+    ({"parts": [{"cores": -5}]}, "parts.0.cores"),
+    ({"parts": [{"cores": 101}]}, "parts.0.cores"),
+    ({"parts": [{"memory_percent": 150}]}, "parts.0.memory_percent"),
+    ({"parts": [{"memory_mib": 1, "bogus": 1}]}, "parts.0.bogus"),
+    ({"parts": [{"memory_mib": "lots"}]}, "parts.0.memory_mib"),
+    ({"parts": [{"memory_mib": 1, "memory_percent": 10}]}, "parts.0"),
+    ({"parts": []}, "parts"),
+    ({"parts": [{"memory_mib": 1}], "mystery": True}, "mystery"),
+    ({"parts": [{"memory_mib": 1}], "latency_slo_ms": -1}, "latency_slo_ms"),
+    ({}, "parts"),
+    ("memory: lots", "<request>"),
+    (42, "<request>"),
+]
+
+
+@check("badinput.typed-errors")
+def typed_errors(bench: Bench) -> None:
+    device = bench.device()
+    before = bench.states()
+    for request, field in MALFORMED:
+        for how, action in (
+            ("Device.allocate", lambda r=request: bench.allocate_on(device, r)),
+            ("allocate(devices)", lambda r=request: bench.allocate_many(bench.devices, r)),
+        ):
+            try:
+                handle = action()  # type: ignore[no-untyped-call]
+            except InvalidRequest as exc:
+                expect(
+                    exc.field == field or exc.field.startswith(field + "."),
+                    f"{how}({request!r}): InvalidRequest names field {exc.field!r}, expected {field!r}",
+                )
+                continue
+            except Exception as exc:
+                raise CheckFailed(
+                    f"{how}({request!r}) raised {type(exc).__name__}: {exc}, expected InvalidRequest"
+                ) from exc
+            raise CheckFailed(f"{how}({request!r}) was granted: {handle.uuids}")
+    after = bench.states()
+    changed = {u: before[u].differences(after[u]) for u in before if before[u] != after[u]}
+    expect(not changed, f"bad requests changed the devices: {changed}")
+    expect(not bench.live_ids(), f"bad requests left allocations: {sorted(bench.live_ids())}")
+
+
+@check("badinput.unmatchable")
+def unmatchable(bench: Bench) -> None:
+    device = bench.device()
+    cases = [
+        ("an unknown uuid", share(1, 0, uuids=["no-such-device"]), ReasonCode.CARD_UUID_MISMATCH),
+        ("another vendor", share(1, 0, vendors=["no-such-vendor"]), ReasonCode.CARD_VENDOR_MISMATCH),
+        ("an unknown model", share(1, 0, models=["no-such-model"]), ReasonCode.CARD_TYPE_MISMATCH),
+    ]
+    before = bench.states()
+    for what, request, code in cases:
+        exc = expect_refused(lambda r=request: bench.allocate_many(bench.devices, r), f"a request for {what}", device)  # type: ignore[misc]
+        for candidate in bench.healthy():
+            codes = exc.reasons.get(candidate.uuid, [])
+            expect(code in codes, f"a request for {what}: device {candidate.uuid} has reasons {codes}, expected {code}")
+    expect(bench.states() == before and not bench.live_ids(), "refused requests changed the devices")

@@ -1,0 +1,58 @@
+"""What an adapter may tell the suite beyond the VendorAdapter interface.
+
+An adapter opts in by defining ``conformance_profile(self) -> Profile``.  Every
+field is optional; the suite falls back to its own defaults (hardware when the
+probe says it is present, a shipped inventory for the built-in vendors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hami_devices.device import Device
+    from hami_devices.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class WorkloadProgram:
+    """A small program that exercises the vendor runtime under an allocation's environment.
+
+    The suite runs ``[*argv, OPERATION, ARG]`` with the allocation's environment
+    plus ``env`` (for example the path of a fake runtime library), so the
+    limiter shim is preloaded exactly as in production.  Operations:
+
+    ``alloc MIB``
+        allocate MIB of device memory on the first visible device and hold it;
+        exit 0 when the runtime granted it, exit 2 when the runtime returned its
+        out-of-memory error, anything else is a harness error.
+    ``compute SECONDS``
+        launch kernels back to back on the first visible device for SECONDS of
+        wall time and print one JSON line ``{"utilization_pct": <float>}``: the
+        share of wall time the device spent running this process's kernels.
+    """
+
+    argv: Sequence[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 30.0
+    compute: bool = True
+    """Whether the program implements ``compute`` (the memory check needs only ``alloc``)."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Optional facts an adapter gives the suite."""
+
+    inventory: str | Path | None = None
+    """Inventory YAML for the simulated back end when no hardware is present."""
+
+    devices: Callable[[Ledger], list[Device]] | None = None
+    """Builds simulated devices on a fresh ledger (for vendors the core traits catalog does not know)."""
+
+    workload: WorkloadProgram | None = None
+    """How the limiter checks run a workload process; without it they are N/A."""
+
+    notes: Sequence[str] = ()
