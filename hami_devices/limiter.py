@@ -168,9 +168,7 @@ class Region:
     def set_limit(self, device: int, limit: DeviceLimit) -> None:
         """Change one device's limits; running shims see the change on their next call."""
         with self._lock:
-            rc = self._lib.hami_region_set_limit(
-                self._live(), device, limit.memory_limit_bytes, limit.core_limit_pct
-            )
+            rc = self._lib.hami_region_set_limit(self._live(), device, limit.memory_limit_bytes, limit.core_limit_pct)
         if rc != self._lib.HAMI_OK:
             raise LimiterError(f"cannot set limit of device {device} in {self.path} (code {rc})")
 

@@ -52,5 +52,3 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> Drivers:
 @pytest.fixture
 def wenv(tmp_path: Path, drivers: Drivers) -> Iterator[Env]:
     yield Env(tmp=tmp_path, fakes=drivers.fakes, state=tmp_path / "fakegpu", region=tmp_path / "alloc.region")
-
-

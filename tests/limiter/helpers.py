@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hami_devices import limiter
+from hami_devices.errors import LimiterError
 
 PROGS = Path(__file__).resolve().parent / "progs"
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ def need(path_fn: object, name: str) -> Path:
     """A built library, or a clear test failure naming the build step."""
     try:
         return path_fn(name)  # type: ignore[operator,no-any-return]
-    except limiter.LimiterError as exc:
+    except LimiterError as exc:
         pytest.fail(f"{exc} (build with `pip install -e .` or `python native/build_native.py`)")
 
 

@@ -125,9 +125,7 @@ def test_storm_never_passes_the_limit(drivers: Drivers, wenv: Env) -> None:
 
 
 def _hold(drivers: Drivers, env: dict[str, str], nbytes: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [str(drivers.cuda), "hold", str(nbytes)], env=env, stdout=subprocess.PIPE, text=True
-    )
+    proc = subprocess.Popen([str(drivers.cuda), "hold", str(nbytes)], env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "READY rc=0"
     return proc
@@ -141,9 +139,7 @@ def test_killed_holder_memory_is_reclaimed(drivers: Drivers, wenv: Env) -> None:
         assert region.device_usage()[0].memory_used_bytes == 48 * MIB
         assert [r.memory_used_bytes for r in region.process_usage() if r.pid == holder.pid] == [48 * MIB]
         # While the holder lives, a second process cannot take 48 MiB more ...
-        second = subprocess.run(
-            [str(drivers.cuda), "lookup", str(48 * MIB)], env=env, capture_output=True, text=True
-        )
+        second = subprocess.run([str(drivers.cuda), "lookup", str(48 * MIB)], env=env, capture_output=True, text=True)
         assert fields(second.stdout)["dlsym_alloc"] == "2"
         holder.send_signal(signal.SIGKILL)
         holder.wait()

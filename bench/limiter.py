@@ -1,0 +1,164 @@
+"""Benchmark of the native limiter against the fake CUDA driver; prints one JSON object.
+
+    python bench/limiter.py [--quick]
+
+alloc_free_overhead_ns  added per cuMemAlloc_v2+cuMemFree_v2 pair by the shim (memory limit set),
+                        against the same program on the fake driver without the shim, same run
+launch_overhead_ns      added per cuLaunchKernel by the shim with no compute limit
+over_limit_bytes_max    worst excess over the limit in an 8-process x 4-thread alloc/free storm, by the
+                        region's high-water mark and by the fake driver's own count of bytes held
+compute_error_points    worst |measured - target| utilization for limits 10/30/50/80 over 5 s windows
+Targets: launch <= 50 ns, alloc+free <= 1000 ns, over-limit 0, compute error <= 5.
+
+Overheads are medians over interleaved repetitions (with and without the shim alternate, so drift
+on a busy machine hits both).  The test driver is tests/limiter/progs/cuda_driver.c.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot, fake_library, shim_library  # noqa: E402
+
+MIB = 1 << 20
+TARGETS = (10, 30, 50, 80)
+
+
+def build_driver(tmp: Path) -> Path:
+    cc = shutil.which(os.environ.get("CC", "cc")) or "gcc"
+    exe = tmp / "cuda_driver"
+    subprocess.run(
+        [
+            cc,
+            "-O2",
+            f"-I{REPO / 'native' / 'include'}",
+            str(REPO / "tests/limiter/progs/cuda_driver.c"),
+            str(fake_library("libcuda.so.1")),
+            "-lpthread",
+            "-ldl",
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
+    return exe
+
+
+def base_env(tmp: Path, name: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HAMI_", "CUDA_DEVICE_", "LD_PRELOAD"))}
+    env["LD_LIBRARY_PATH"] = str(fake_library("libcuda.so.1").parent)
+    env["HAMI_FAKE_GPU_STATE"] = str(tmp / f"{name}.state")
+    env["HAMI_FAKE_CUDA_MEMORY_MIB"] = "65536"
+    return env
+
+
+def overheads(exe: Path, tmp: Path, reps: int, n: int) -> tuple[float, float, dict[str, float]]:
+    plain = base_env(tmp, "plain")
+    shimmed = dict(
+        base_env(tmp, "shim"),
+        LD_PRELOAD=str(shim_library("libhami_cuda.so")),
+        HAMI_DEVICE_MEMORY_LIMIT="32g",
+        HAMI_REGION_PATH=str(tmp / "bench.region"),
+    )
+    samples: dict[str, list[float]] = {"alloc_plain": [], "alloc_shim": [], "launch_plain": [], "launch_shim": []}
+    for _ in range(reps):
+        for label, env in (("plain", plain), ("shim", shimmed)):
+            out = subprocess.run([str(exe), "bench", str(n)], env=env, capture_output=True, text=True, check=True)
+            result = json.loads(out.stdout)
+            samples[f"alloc_{label}"].append(result["alloc_free_ns"])
+            samples[f"launch_{label}"].append(result["launch_ns"])
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    return med["alloc_shim"] - med["alloc_plain"], med["launch_shim"] - med["launch_plain"], med
+
+
+def storm(exe: Path, tmp: Path, iters: int) -> tuple[int, int]:
+    limit = 32 * MIB
+    region_path = tmp / "storm.region"
+    Region.create(region_path, [DeviceLimit(limit, 0)]).close()
+    env = dict(
+        base_env(tmp, "storm"), LD_PRELOAD=str(shim_library("libhami_cuda.so")), HAMI_REGION_PATH=str(region_path)
+    )
+    procs = [
+        subprocess.Popen(
+            [str(exe), "storm", "4", str(iters), str(8 * MIB), str(seed)], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for seed in range(8)
+    ]
+    refused = 0
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit(f"storm process failed with {proc.returncode}")
+        refused += int(dict(p.split("=") for p in out.split())["oom"])
+    with Region.open(region_path) as region:
+        peak = region.device_usage()[0].memory_peak_bytes
+    fake_peak = fake_gpu_snapshot(tmp / "storm.state")[0].peak_used_bytes
+    return max(0, peak - limit, fake_peak - limit), refused
+
+
+def compute(exe: Path, tmp: Path, window: float) -> dict[int, float]:
+    warmup = 1.0
+    loads = {}
+    for target in TARGETS:
+        env = dict(
+            base_env(tmp, f"c{target}"),
+            LD_PRELOAD=str(shim_library("libhami_cuda.so")),
+            HAMI_DEVICE_CORE_LIMIT=str(target),
+            HAMI_REGION_PATH=str(tmp / f"c{target}.region"),
+        )
+        loads[target] = subprocess.Popen(
+            [str(exe), "launch", "kernel", "2000", str(warmup + window + 0.5), "0"], env=env, stdout=subprocess.DEVNULL
+        )
+    time.sleep(warmup)
+    before = {t: fake_gpu_snapshot(tmp / f"c{t}.state")[0].busy_ns for t in TARGETS}
+    t0 = time.monotonic()
+    time.sleep(window)
+    after = {t: fake_gpu_snapshot(tmp / f"c{t}.state")[0].busy_ns for t in TARGETS}
+    elapsed = time.monotonic() - t0
+    for proc in loads.values():
+        proc.wait()
+    return {t: (after[t] - before[t]) / elapsed / 1e7 for t in TARGETS}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and a 2 s compute window")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hami-bench-") as name:
+        tmp = Path(name)
+        exe = build_driver(tmp)
+        alloc_ns, launch_ns, medians = overheads(exe, tmp, reps=3 if args.quick else 7, n=200_000)
+        over, refused = storm(exe, tmp, iters=5_000 if args.quick else 20_000)
+        util = compute(exe, tmp, window=2.0 if args.quick else 5.0)
+    result = {
+        "alloc_free_overhead_ns": round(max(alloc_ns, 0.0), 1),
+        "launch_overhead_ns": round(max(launch_ns, 0.0), 1),
+        "over_limit_bytes_max": over,
+        "compute_error_points": round(max(abs(util[t] - t) for t in TARGETS), 2),
+        "compute_utilization_pct": {str(t): round(u, 2) for t, u in util.items()},
+        "storm_refusals": refused,
+        "raw_medians_ns": {k: round(v, 1) for k, v in medians.items()},
+        "targets": {
+            "launch_overhead_ns": 50,
+            "alloc_free_overhead_ns": 1000,
+            "over_limit_bytes_max": 0,
+            "compute_error_points": 5,
+        },
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

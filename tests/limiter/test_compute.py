@@ -1,0 +1,128 @@
+"""Compute limits: launch loops under the CUDA shim reach their share of the fake device's timeline.
+
+Fake kernels occupy a virtual device timeline (hami_fake_gpu.h), so utilization is measured
+independently of the shim: busy nanoseconds the fake device accumulated over a wall-clock window.
+Windows are 2 s here to keep the suite short; bench/limiter.py measures the formal 5 s windows.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
+from tests.limiter.conftest import Drivers
+from tests.limiter.helpers import Env
+
+WARMUP_S = 1.0
+WINDOW_S = 2.0
+RUN_S = WARMUP_S + WINDOW_S + 0.7
+TOLERANCE = 5.0
+
+
+@dataclass
+class Load:
+    proc: subprocess.Popen[str]
+    state: Path
+
+
+def start(drivers: Drivers, env: dict[str, str], kind: str, kernel_us: int, devices: str = "0") -> Load:
+    proc = subprocess.Popen(
+        [str(drivers.cuda), "launch", kind, str(kernel_us), str(RUN_S), devices],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return Load(proc, Path(env["HAMI_FAKE_GPU_STATE"]))
+
+
+def busy(state: Path) -> list[int]:
+    return [d.busy_ns for d in fake_gpu_snapshot(state)]
+
+
+def utilization(loads: list[Load]) -> list[list[float]]:
+    """Percent busy per load and device over the same window, after the warm-up."""
+    time.sleep(WARMUP_S)
+    before, t0 = [busy(load.state) for load in loads], time.monotonic()
+    time.sleep(WINDOW_S)
+    after, t1 = [busy(load.state) for load in loads], time.monotonic()
+    for load in loads:
+        _, err = load.proc.communicate(timeout=30)
+        assert load.proc.returncode == 0, err
+    return [[(a - b) / (t1 - t0) / 1e7 for a, b in zip(x, y, strict=True)] for x, y in zip(after, before, strict=True)]
+
+
+def env_for(wenv: Env, name: str, **extra: str) -> dict[str, str]:
+    return wenv.build(HAMI_FAKE_GPU_STATE=str(wenv.tmp / f"{name}.state"), **extra)
+
+
+def test_limits_10_30_50_80_hold(drivers: Drivers, wenv: Env) -> None:
+    targets = [10, 30, 50, 80]
+    loads = [
+        start(
+            drivers,
+            env_for(wenv, f"t{t}", HAMI_DEVICE_CORE_LIMIT=str(t), HAMI_REGION_PATH=str(wenv.tmp / f"{t}.r")),
+            "kernel",
+            2000,
+        )
+        for t in targets
+    ]
+    measured = [u[0] for u in utilization(loads)]
+    for target, got in zip(targets, measured, strict=True):
+        assert abs(got - target) <= TOLERANCE, f"target {target}%: measured {got:.1f}%"
+
+
+def test_unlimited_loop_saturates_the_device(drivers: Drivers, wenv: Env) -> None:
+    # The control for the test above: without a limit the same loop keeps the device busy.
+    (got,) = utilization([start(drivers, env_for(wenv, "free"), "kernel", 2000)])
+    assert got[0] > 95
+
+
+def test_two_devices_hold_their_own_limits(drivers: Drivers, wenv: Env) -> None:
+    env = env_for(
+        wenv,
+        "two",
+        HAMI_FAKE_CUDA_DEVICES="2",
+        HAMI_DEVICE_CORE_LIMIT_0="30",
+        HAMI_DEVICE_CORE_LIMIT_1="70",
+        HAMI_REGION_PATH=str(wenv.region),
+    )
+    (got,) = utilization([start(drivers, env, "kernel", 1000, "0,1")])
+    assert abs(got[0] - 30) <= TOLERANCE and abs(got[1] - 70) <= TOLERANCE, got
+    with Region.open(wenv.region) as region:
+        reported = [u.utilization_pct for u in region.device_usage()[:2]]
+    assert all(r is not None for r in reported), reported  # the throttle publishes what it measured
+
+
+def test_graph_cooperative_and_ex_launches_are_throttled(drivers: Drivers, wenv: Env) -> None:
+    kinds = ["graph", "coop", "ex"]
+    loads = [
+        start(
+            drivers, env_for(wenv, k, HAMI_DEVICE_CORE_LIMIT="40", HAMI_REGION_PATH=str(wenv.tmp / f"{k}.r")), k, 1000
+        )
+        for k in kinds
+    ]
+    for kind, got in zip(kinds, utilization(loads), strict=True):
+        assert abs(got[0] - 40) <= TOLERANCE, f"{kind}: {got[0]:.1f}%"
+
+
+def test_processes_of_one_allocation_share_its_limit(drivers: Drivers, wenv: Env) -> None:
+    Region.create(wenv.region, [DeviceLimit(0, 45)]).close()
+    env = env_for(wenv, "shared", HAMI_REGION_PATH=str(wenv.region))
+    loads = [start(drivers, env, "kernel", 1000) for _ in range(3)]
+    got = utilization(loads)[0][0]  # one device: every load reads the same state
+    assert abs(got - 45) <= TOLERANCE, got
+
+
+def test_limit_changed_while_running(drivers: Drivers, wenv: Env) -> None:
+    Region.create(wenv.region, [DeviceLimit(0, 80)]).close()
+    env = env_for(wenv, "change", HAMI_REGION_PATH=str(wenv.region))
+    load = start(drivers, env, "kernel", 1000)
+    time.sleep(0.8)
+    with Region.open(wenv.region) as region:
+        region.set_limit(0, DeviceLimit(0, 20))
+    (got,) = utilization([load])
+    assert abs(got[0] - 20) <= TOLERANCE, got

@@ -1,0 +1,69 @@
+"""The Ascend and Cambricon shims: limit, the runtime's own OOM code, memory info, launch throttling."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from hami_devices.limiter import fake_gpu_snapshot
+from tests.limiter.conftest import Drivers
+from tests.limiter.helpers import Env, fields, run
+
+MIB = 1 << 20
+ACL_ERROR_RT_MEMORY_ALLOCATION = "207001"
+CNRT_ERROR_NO_MEM = "100100"  # cnrtErrorNoMem
+CN_MEMORY_ERROR_OUT_OF_MEMORY = "100100"
+
+
+def test_ascend_memory_limit(drivers: Drivers, wenv: Env) -> None:
+    env = wenv.build("libhami_ascend.so", HAMI_DEVICE_MEMORY_LIMIT="100m")
+    f = fields(run([drivers.acl, "oom", str(100 * MIB)], env).stdout)
+    assert f["meminfo"] == f"0 free={100 * MIB} total={100 * MIB}"
+    assert f["filled"] == "0,0"
+    assert f["one_more"] == ACL_ERROR_RT_MEMORY_ALLOCATION
+    assert f["align32"] == ACL_ERROR_RT_MEMORY_ALLOCATION
+    assert f["free"] == "0" and f["again"] == "0"  # a free gives its bytes back
+    control = fields(run([drivers.acl, "oom", str(100 * MIB)], wenv.build(None)).stdout)
+    assert control["one_more"] == "0"
+
+
+@pytest.mark.parametrize(("api", "oom"), [("cnrt", CNRT_ERROR_NO_MEM), ("cndrv", CN_MEMORY_ERROR_OUT_OF_MEMORY)])
+def test_cambricon_memory_limit(drivers: Drivers, wenv: Env, api: str, oom: str) -> None:
+    env = wenv.build("libhami_cambricon.so", HAMI_DEVICE_MEMORY_LIMIT_0="100m")
+    f = fields(run([drivers.cn, "oom", api, str(100 * MIB)], env).stdout)
+    assert f["meminfo"] == f"0 free={100 * MIB} total={100 * MIB}"
+    assert f["filled"] == "0"
+    assert f["one_more"] == oom
+    assert f["free"] == "0" and f["again"] == "0"
+    control = fields(run([drivers.cn, "oom", api, str(100 * MIB)], wenv.build(None)).stdout)
+    assert control["one_more"] == "0"
+
+
+def test_ascend_and_cambricon_launches_are_throttled(drivers: Drivers, wenv: Env) -> None:
+    runs = {
+        "acl": ([drivers.acl, "launch", "1000", "3.5"], "libhami_ascend.so"),
+        "cnrt": ([drivers.cn, "launch", "cnrt", "1000", "3.5"], "libhami_cambricon.so"),
+        "cndrv": ([drivers.cn, "launch", "cndrv", "1000", "3.5"], "libhami_cambricon.so"),
+    }
+    procs = {}
+    for name, (cmd, shim) in runs.items():
+        env = wenv.build(
+            shim,
+            HAMI_DEVICE_CORE_LIMIT="30",
+            HAMI_FAKE_GPU_STATE=str(wenv.tmp / f"{name}.state"),
+            HAMI_REGION_PATH=str(wenv.tmp / f"{name}.region"),
+        )
+        procs[name] = subprocess.Popen([str(c) for c in cmd], env=env, stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    before = {n: fake_gpu_snapshot(wenv.tmp / f"{n}.state")[0].busy_ns for n in runs}
+    t0 = time.monotonic()
+    time.sleep(2.0)
+    after = {n: fake_gpu_snapshot(wenv.tmp / f"{n}.state")[0].busy_ns for n in runs}
+    elapsed = time.monotonic() - t0
+    for name, proc in procs.items():
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0, name
+        got = (after[name] - before[name]) / elapsed / 1e7
+        assert abs(got - 30) <= 5, f"{name}: {got:.1f}%"
