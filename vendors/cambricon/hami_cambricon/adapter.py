@@ -23,15 +23,15 @@ ATTR_SMLU = "smlu"
 ATTR_INSTANCES = "smlu.instances"
 ATTR_RESERVED_MEMORY = "smlu.reserved_memory_mib"
 ATTR_RESERVED_QUOTA = "smlu.reserved_quota"
-"""Memory and quota held by sMLU instances that no allocation in the ledger owns."""
+"""Memory and quota held by sMLU instances that no allocation in the ledger owns.  The memory is
+physical and is kept free of new instances; a quota is a cap, not a reservation, so it is only reported."""
 ATTR_LINK_PORTS = "mlulink.ports"
 ATTR_LINK_ACTIVE = "mlulink.active"
 
 PAIR_SCORE_FABRIC = 100
 PAIR_SCORE_PCIE_SAME_NUMA = 40
 PAIR_SCORE_PCIE_CROSS_NUMA = 10
-FULL_QUOTA = 100
-"""The sMLU quota of a share that asks for no compute share: capped by nothing."""
+FULL_QUOTA = partitions.FULL_QUOTA
 
 
 def _int_attr(info: DeviceInfo, key: str) -> int:
@@ -41,10 +41,11 @@ def _int_attr(info: DeviceInfo, key: str) -> int:
         return 0
 
 
-def split_partition_uuid(value: str) -> tuple[str, int | None]:
-    """``<instance uuid>#<CNDev instance handle>`` -> (uuid, handle)."""
-    uuid, _, handle = value.partition("#")
-    return uuid, int(handle) if handle.isdigit() else None
+def split_partition_uuid(value: str) -> tuple[str, int | None, int | None]:
+    """``<instance uuid>#<instance handle>[#<profile id made for it>]`` -> (uuid, handle, profile id)."""
+    uuid, _, rest = value.partition("#")
+    handle, _, profile = rest.partition("#")
+    return uuid, int(handle) if handle.isdigit() else None, int(profile) if profile.isdigit() else None
 
 
 class CambriconAdapter(VendorAdapter):
@@ -207,16 +208,17 @@ class CambriconAdapter(VendorAdapter):
             if chosen is None or not smlu:
                 return ReasonCode.CARD_PARTITION_UNAVAILABLE
             memory, cores, partition = chosen.memory_mib, chosen.cores, chosen.name
-        elif part.exclusive or memory >= info.memory_mib:
+        elif part.exclusive:
+            if memory > info.memory_mib:
+                return ReasonCode.CARD_INSUFFICIENT_MEMORY
             if reserved_memory or reserved_quota:
                 return ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE
             return self._grant(info, part_index, info.memory_mib, 100, exclusive=True)
         elif smlu:
-            partition = partitions.profile_name(cores or FULL_QUOTA, memory)
-        if reserved_memory + usage.memory_mib + memory > info.memory_mib:
+            partition = partitions.profile_name(cores or None, memory)
+        # an sMLU instance holds physical memory: no overcommit, and others' instances count
+        if partition is not None and reserved_memory + usage.memory_mib + memory > info.memory_mib:
             return ReasonCode.CARD_INSUFFICIENT_MEMORY
-        if reserved_quota and reserved_quota + usage.cores + cores > FULL_QUOTA:
-            return ReasonCode.CARD_INSUFFICIENT_CORE
         return self._grant(info, part_index, memory, cores, partition=partition)
 
     @staticmethod
@@ -243,11 +245,13 @@ class CambriconAdapter(VendorAdapter):
         )
 
     # -- sMLU instances --------------------------------------------------------
-    def _profile_id(self, cndev: Cndev, handle: int, quota: int, memory_mib: int) -> int:
+    @staticmethod
+    def _profile_id(cndev: Cndev, handle: int, quota: int, memory_mib: int) -> tuple[int, bool]:
+        """An sMLU profile of this shape: an existing one, or a new one (then True)."""
         for existing in cndev.smlu_profiles(handle):
             if existing.quota == quota and existing.memory_mib == memory_mib:
-                return existing.profile_id
-        return cndev.create_smlu_profile(handle, quota, memory_mib)
+                return existing.profile_id, False
+        return cndev.create_smlu_profile(handle, quota, memory_mib), True
 
     def _create_instance(self, grant: Grant, handle: int) -> Grant:
         assert grant.partition is not None
@@ -257,12 +261,19 @@ class CambriconAdapter(VendorAdapter):
                                      f"not an sMLU profile name: {grant.partition!r}")
         quota, memory = shape
         cndev = self._cndev()
-        profile_id = self._profile_id(cndev, handle, quota, memory)
+        profile_id, new_profile = self._profile_id(cndev, handle, quota, memory)
         name = f"hami-{uuid_module.uuid4().hex[:12]}"
-        instance_handle = cndev.create_smlu_instance(handle, profile_id, name)
+        try:
+            instance_handle = cndev.create_smlu_instance(handle, profile_id, name)
+        except VendorLibraryError:
+            if new_profile:
+                with contextlib.suppress(VendorLibraryError):
+                    cndev.destroy_smlu_profile(handle, profile_id)
+            raise
         made = next((i for i in cndev.smlu_instances(handle) if i.name == name), None)
         instance_uuid = made.uuid if made is not None else name
-        return grant.model_copy(update={"partition_uuid": f"{instance_uuid}#{instance_handle}"})
+        vendor_id = f"{instance_uuid}#{instance_handle}" + (f"#{profile_id}" if new_profile else "")
+        return grant.model_copy(update={"partition_uuid": vendor_id})
 
     def prepare(self, grants: list[Grant]) -> list[Grant]:
         """Create one sMLU instance per sMLU grant on CNDev devices; undo them all if one fails."""
@@ -286,13 +297,17 @@ class CambriconAdapter(VendorAdapter):
         for grant in grants:
             if grant.partition_uuid is None:
                 continue
-            _, instance_handle = split_partition_uuid(grant.partition_uuid)
+            _, instance_handle, profile_id = split_partition_uuid(grant.partition_uuid)
             if instance_handle is None:
                 continue
             try:
-                self._cndev().destroy_smlu_instance(instance_handle)
+                cndev = self._cndev()
+                cndev.destroy_smlu_instance(instance_handle)
             except (VendorLibraryError, DeviceUnavailable):
                 continue  # already gone
+            if profile_id is not None:  # made for this grant; another grant may still use it
+                with contextlib.suppress(VendorLibraryError):
+                    cndev.destroy_smlu_profile(self._handles.get(grant.uuid, grant.index), profile_id)
 
     # -- workload environment ----------------------------------------------
     def environment(self, grants: list[Grant], region_path: str | None) -> dict[str, str]:

@@ -15,7 +15,8 @@ from hami_devices.models import PartitionProfile
 UNIT_MIB = 256
 SHARES = (8, 4, 2)
 """The catalog's profiles: 1/8, 1/4 and 1/2 of a device."""
-NAME = re.compile(r"^smlu\.q(\d+)\.m(\d+)$")
+NAME = re.compile(r"^smlu(?:\.q(\d+))?\.m(\d+)$")
+FULL_QUOTA = 100
 SMLU_MODELS = ("MLU370-X4", "MLU370-X8", "MLU590")
 
 
@@ -28,14 +29,17 @@ def round_down(memory_mib: int) -> int:
     return (memory_mib // UNIT_MIB) * UNIT_MIB
 
 
-def profile_name(quota: int, memory_mib: int) -> str:
-    return f"smlu.q{quota}.m{memory_mib}"
+def profile_name(quota: int | None, memory_mib: int) -> str:
+    """``smlu.q<quota>.m<MiB>``; without a quota (``smlu.m<MiB>``) the instance's compute is not capped."""
+    return f"smlu.m{memory_mib}" if quota is None else f"smlu.q{quota}.m{memory_mib}"
 
 
 def parse_name(name: str) -> tuple[int, int] | None:
-    """(quota percent, memory MiB) of a profile name made by ``profile_name``."""
+    """(sMLU quota percent, memory MiB) of a profile name made by ``profile_name``."""
     match = NAME.match(name)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    if match is None:
+        return None
+    return (int(match.group(1)) if match.group(1) else FULL_QUOTA, int(match.group(2)))
 
 
 def profile(quota: int, memory_mib: int, device_memory_mib: int) -> PartitionProfile:

@@ -88,16 +88,18 @@ def test_monitoring_reads_cndev(cndev_node: Callable[[str], Path]) -> None:
 def test_mlu590_with_smlu(cndev_node: Callable[[str], Path]) -> None:
     cndev_node("mlu590_smlu.cndev")
     devices = discover_mlus()
-    first = devices[0].info
+    first, last = devices[0].info, devices[7].info
     assert first.model == "MLU590"
     assert first.memory_mib == 81920
     assert first.attributes["smlu"] == "enabled"
     names = [p.name for p in first.partitions]
     assert names == ["smlu.q12.m10240", "smlu.q25.m20480", "smlu.q50.m40960"]
     assert first.partitions[0].native == {"mlu_quota": 12, "memory_units": 40}
-    assert first.attributes["smlu.reserved_memory_mib"] == "20480"
-    assert first.attributes["smlu.reserved_quota"] == "25"
-    assert "smlu.instances" not in devices[1].info.attributes
+    assert "smlu.instances" not in first.attributes
+    assert [p.name for p in last.partitions] == names  # the administrator's q25/q50 profiles are catalog shapes
+    assert last.attributes["smlu.instances"] == "preexisting-7-1:59000007-7f6e-4d5c-9b4a-392817a00001"
+    assert last.attributes["smlu.reserved_memory_mib"] == "20480"
+    assert last.attributes["smlu.reserved_quota"] == "25"
 
 
 def test_cli_discover_json(cndev_node: Callable[[str], Path]) -> None:

@@ -40,19 +40,33 @@ def test_3000_mib_is_granted_3072_mib_as_an_smlu_instance(cndev_node: Callable[[
     assert len(made) == 1 and (made[0].memory_mib, made[0].quota) == (3072, 20)
     assert handle.env["MLU_VISIBLE_DEVICES"] == "0"
     assert handle.env["CAMBRICON_VISIBLE_DEVICES"] == instance_uuid
+    assert [(p.quota, p.memory_mib) for p in load().smlu_profiles(0)] == [(20, 3072)]
     release(devices[0].ledger, handle, {"cambricon": adapter})
-    assert [i.uuid for i in load().smlu_instances(0)] == ["59000000-7f6e-4d5c-9b4a-392817a00001"]
+    assert load().smlu_instances(0) == []
+    assert load().smlu_profiles(0) == []  # the profile made for the grant goes with it
+    assert len(load().smlu_instances(7)) == 1  # the administrator's instance stays
+
+
+def test_an_uncapped_share_is_named_without_a_quota(cndev_node: Callable[[str], Path]) -> None:
+    cndev_node("mlu590_smlu.cndev")
+    _, devices = discover_mlus()
+    (grant,) = allocate(devices, {"parts": [{"memory_mib": 3000}]}).grants
+    assert (grant.memory_mib, grant.cores, grant.partition) == (3072, 0, "smlu.m3072")
+    (instance,) = load().smlu_instances(0)
+    assert (instance.quota, instance.memory_mib) == (100, 3072)
 
 
 def test_instances_made_by_others_hold_their_memory(cndev_node: Callable[[str], Path]) -> None:
     cndev_node("mlu590_smlu.cndev")
     _, devices = discover_mlus()
-    handle = allocate(devices, {"parts": [{"memory_mib": 70000}]})
-    assert handle.grants[0].uuid == devices[1].uuid  # 20480 MiB of MLU 0 belong to another instance
-    assert handle.grants[0].memory_mib == 70144
+    held = devices[7]  # 20480 MiB of MLU 7 belong to another instance
     with pytest.raises(InsufficientResources) as caught:
-        allocate(devices[:1], {"parts": [{"cores": 100}]})
-    assert caught.value.reasons[devices[0].uuid] == [ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE]
+        allocate([held], {"parts": [{"memory_mib": 70000}]})
+    assert caught.value.reasons[held.uuid] == [ReasonCode.CARD_INSUFFICIENT_MEMORY]
+    assert allocate([held], {"parts": [{"memory_mib": 60000}]}).grants[0].memory_mib == 60160
+    with pytest.raises(InsufficientResources) as caught:
+        allocate([held], {"parts": [{"cores": 100}]})
+    assert caught.value.reasons[held.uuid] == [ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE]
 
 
 def test_named_profile(cndev_node: Callable[[str], Path]) -> None:
@@ -90,5 +104,5 @@ def test_simulated_back_end_has_smlu_profiles() -> None:
     devices = discover(inventory, registry=load_vendors(["cambricon"], CONFIG), config=CONFIG)
     assert [p.name for p in devices[0].info.partitions] == ["smlu.q12.m3072", "smlu.q25.m6144", "smlu.q50.m12288"]
     handle = allocate(devices, {"parts": [{"memory_mib": 3000}]})
-    assert (handle.grants[0].memory_mib, handle.grants[0].partition) == (3072, "smlu.q100.m3072")
+    assert (handle.grants[0].memory_mib, handle.grants[0].partition) == (3072, "smlu.m3072")
     assert handle.env["MLU_VISIBLE_DEVICES"] == "0"
