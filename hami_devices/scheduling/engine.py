@@ -60,7 +60,7 @@ DEVICE_CODES: tuple[ReasonCode, ...] = (
     ReasonCode.CARD_INSUFFICIENT_CORE,
 )
 _PRECISION = {p: i for i, p in enumerate(PRECISIONS)}
-SEARCH_NODES = 16  # multi-device/multi-part parts: nodes examined in depth, best device scores first
+SEARCH_NODES = 8  # multi-device/multi-part parts: nodes examined in depth, best device scores first
 
 
 @dataclass
