@@ -152,7 +152,9 @@ class NvidiaAdapter(VendorAdapter):
             wants = "auto"  # flexible: a plain request on a MIG GPU is rounded up to a profile
         if plain_sharers > 0:
             return ReasonCode.CARD_PARTITION_UNAVAILABLE
-        memory = part.memory_for(info.memory_mib)
+        # A part that names no memory asks for the profile, not for the whole GPU's memory.
+        given = part.memory_mib is not None or part.memory_percent is not None
+        memory = part.memory_for(info.memory_mib) if given else 0
         existing = self._existing(info)
         if mode == "strict":
             held_uuids = getattr(usage, "partition_uuids", ())
