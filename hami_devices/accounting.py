@@ -22,6 +22,7 @@ class DeviceUsage:
     sharers: int = 0
     exclusive: bool = False
     partitions: tuple[str, ...] = field(default_factory=tuple)
+    partition_uuids: tuple[str, ...] = field(default_factory=tuple)
 
     def plus(self, grant: Grant) -> DeviceUsage:
         return DeviceUsage(
@@ -30,6 +31,7 @@ class DeviceUsage:
             sharers=self.sharers + 1,
             exclusive=self.exclusive or grant.exclusive,
             partitions=self.partitions + ((grant.partition,) if grant.partition else ()),
+            partition_uuids=self.partition_uuids + ((grant.partition_uuid,) if grant.partition_uuid else ()),
         )
 
 

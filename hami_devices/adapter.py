@@ -99,7 +99,9 @@ class VendorAdapter(ABC):
         cores = part.cores
         partition: str | None = None
         if part.partition is not None:
-            profile = self.choose_profile(info, part, memory, usage)
+            # A part that names a partition but no memory takes whatever the profile gives.
+            wanted = memory if part.memory_mib is not None or part.memory_percent is not None else 0
+            profile = self.choose_profile(info, part, wanted, usage)
             if profile is None:
                 return ReasonCode.CARD_PARTITION_UNAVAILABLE
             memory, cores, partition = profile.memory_mib, profile.cores, profile.name

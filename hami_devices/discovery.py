@@ -53,3 +53,22 @@ def discover(
         if safe_probe(adapter).available:
             devices.extend(adapter.discover(ledger))
     return devices
+
+
+def complete_inventory(inventory: Inventory, registry: VendorRegistry) -> Inventory:
+    """The inventory with each device completed by its vendor adapter (partition catalog ...).
+
+    The scheduling engine works on ``DeviceInfo`` alone; this gives it the same
+    facts the simulated devices of ``discover`` have.
+    """
+    nodes = []
+    for node in inventory.nodes:
+        devices = []
+        for info in node.devices:
+            if info.vendor not in registry.adapters:
+                failure = registry.failures.get(info.vendor)
+                detail = failure.error if failure else "no adapter is registered for it"
+                raise DeviceUnavailable(f"inventory node {node.name!r} has {info.vendor} devices: {detail}")
+            devices.append(registry.adapters[info.vendor].complete_info(info))
+        nodes.append(node.model_copy(update={"devices": devices}))
+    return inventory.model_copy(update={"nodes": nodes})

@@ -24,8 +24,12 @@ def limits_enforced(adapter: VendorAdapter) -> bool:
 
 
 def core_limit(adapter: VendorAdapter, grant: Grant) -> int:
-    """0 means no compute limit: soft isolation and exclusive grants are not throttled."""
-    if adapter.config.device_plugin.isolation_level != "hard" or grant.cores >= 100:
+    """0 means no compute limit: soft isolation, exclusive grants and hardware partitions are not throttled.
+
+    A partition (MIG instance, vNPU) is already isolated by the hardware; throttling
+    it again to its share of the whole device would take compute away twice.
+    """
+    if adapter.config.device_plugin.isolation_level != "hard" or grant.cores >= 100 or grant.partition:
         return 0
     return grant.cores
 

@@ -23,13 +23,13 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, indent: str = "") -> None:
     cells = [[str(h) for h in headers], *[["" if c is None else str(c) for c in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        print(indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         if n == 0:
-            print("  ".join("-" * w for w in widths))
+            print(indent + "  ".join("-" * w for w in widths))
 
 
 def error(message: str) -> None:

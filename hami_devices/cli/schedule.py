@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hami_devices.allocation import memory_factor
 from hami_devices.cli.output import emit_json, print_table
+from hami_devices.config import HamiConfig, load_config
+from hami_devices.discovery import complete_inventory
 from hami_devices.errors import InsufficientResources
 from hami_devices.inventory import load_inventory
+from hami_devices.registry import load_vendors
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
 from hami_devices.scheduling.policies import BUILTIN, load_policies
@@ -23,8 +27,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--inventory", required=True, metavar="FILE", help="cluster inventory YAML")
     parser.add_argument("--workload", required=True, metavar="FILE", help="workload YAML")
     parser.add_argument(
-        "--policy", default="binpack", help=f"policy name (built in: {', '.join(BUILTIN)}; or from --policies)"
+        "--policy",
+        help=f"policy name (built in: {', '.join(BUILTIN)}; or from --policies); "
+        "default: scheduler.policy of --config, else binpack",
     )
+    parser.add_argument("--config", metavar="FILE", help="configuration YAML (policy, overcommit, split count)")
     parser.add_argument("--policies", metavar="FILE", help="YAML file of user policies")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     parser.add_argument(
@@ -38,9 +45,15 @@ def _grant_text(p: Placement) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    cluster = ClusterState.from_inventory(load_inventory(args.inventory))
-    user = load_policies(args.policies) if args.policies else None
-    engine = Engine(cluster, args.policy, user_policies=user)
+    config = load_config(args.config) if args.config else HamiConfig()
+    inventory = load_inventory(args.inventory, split_count_default=config.device_plugin.split_count)
+    inventory = complete_inventory(inventory, load_vendors(config=config))
+    cluster = ClusterState.from_inventory(inventory, memory_factor(config))
+    policy_files = [args.policies] if args.policies else config.scheduler.policy_files
+    user: dict[str, Any] | None = None
+    for file in policy_files:
+        user = {**(user or {}), **load_policies(file)}
+    engine = Engine(cluster, args.policy or config.scheduler.policy, user_policies=user)
     results: list[dict[str, Any]] = []
     for request in load_workload(args.workload):
         entry: dict[str, Any] = {"task": request.name, "task_type": str(request.task_type)}
@@ -78,12 +91,13 @@ def run(args: argparse.Namespace) -> int:
                         + (f", partition {g['partition']}" if g["partition"] else "")
                     )
                 print_table(
-                    ["  SCORER", "SCORE", "WEIGHT"],
-                    [[f"  {k}", f"{v:.1f}", f"{r['weights'][k]:g}"] for k, v in r["breakdown"].items()],
+                    ["SCORER", "SCORE", "WEIGHT"],
+                    [[k, f"{v:.1f}", f"{r['weights'][k]:g}"] for k, v in r["breakdown"].items()],
+                    indent="  ",
                 )
             else:
                 nodes = {k: v for k, v in r["reasons"].items() if k in engine.cluster.nodes}
                 print("  not placed; why each node was rejected:")
-                print_table(["  NODE", "REASONS"], [[f"  {k}", ", ".join(v)] for k, v in sorted(nodes.items())])
+                print_table(["NODE", "REASONS"], [[k, ", ".join(v)] for k, v in sorted(nodes.items())], indent="  ")
     print(f"\n{placed}/{len(results)} tasks placed")
     return 0 if placed == len(results) else 1
