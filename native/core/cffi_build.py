@@ -6,8 +6,8 @@
     /work/venv/bin/python native/core/cffi_build.py
 
 That compiles with the repository root as cffi's ``tmpdir``, so the module lands at
-``hami_devices/_native.<abi>.so`` (and the generated ``hami_devices/_native.c`` plus object files, all
-git-ignored, beside it).  The shims do not use this module: ``native/build_native.py`` compiles the same
+``hami_devices/_native.abi3.so``, the name pip's build gives it (the generated ``hami_devices/_native.c``
+and object files, all git-ignored, land beside it and beside the sources).  The shims do not use this module: ``native/build_native.py`` compiles the same
 core sources into each LD_PRELOAD library.
 """
 
@@ -97,9 +97,9 @@ ffibuilder.set_source(
 
 if __name__ == "__main__":
     os.chdir(ROOT)
-    built = Path(ffibuilder.compile(tmpdir=str(ROOT), verbose=False)).resolve()
-    # pip builds an abi3-tagged module and this path a cpython-tagged one; drop whichever is stale so
-    # the import cannot pick an old build.
+    # Same file name as `pip install -e .` produces (cffi compiles against the limited API), so an
+    # in-place rebuild and a pip build replace each other instead of one shadowing the other.
+    built = Path(ffibuilder.compile(tmpdir=str(ROOT), target="_native.abi3.so", verbose=False)).resolve()
     for other in (ROOT / "hami_devices").glob("_native.*.so"):
         if other.resolve() != built:
             other.unlink()

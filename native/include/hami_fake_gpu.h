@@ -67,6 +67,9 @@ typedef struct hami_fake_gpu_state {
     hami_fake_device devices[HAMI_FAKE_GPU_MAX_DEVICES];
 } hami_fake_gpu_state;
 
+_Static_assert(sizeof(hami_fake_proc) == 32, "fake GPU layout changed: bump HAMI_FAKE_GPU_VERSION");
+_Static_assert(sizeof(hami_fake_device) == 48 + 32 * HAMI_FAKE_GPU_MAX_PROCS, "fake GPU layout changed");
+
 /* ---- helpers shared by the fake runtimes (static inline: header-only) ---- */
 
 static inline uint64_t hami_fake_now_ns(void) {

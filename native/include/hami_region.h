@@ -74,7 +74,7 @@ typedef struct hami_region_device {
     int64_t err_ns;           /* integral of (target - measured) device time */
     uint64_t util_x100;       /* measured utilization of this region's processes, percent * 100 */
     uint64_t util_at_ns;      /* CLOCK_MONOTONIC time util_x100 was published; 0 = never */
-    uint64_t pad[3];
+    uint64_t pad[4];
 } hami_region_device;
 
 typedef struct hami_region_proc {
@@ -94,6 +94,12 @@ typedef struct hami_region_shm {
     hami_region_device dev[HAMI_REGION_MAX_DEVICES];
     hami_region_proc proc[HAMI_REGION_MAX_PROCS];
 } hami_region_shm;
+
+/* The file layout is a contract between processes built at different times:
+ * any change must bump HAMI_REGION_VERSION (old files are then refused). */
+_Static_assert(sizeof(hami_region_header) == 48, "region header layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_device) == 160, "region device layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_proc) == 144, "region slot layout changed: bump HAMI_REGION_VERSION");
 
 typedef struct hami_region {
     hami_region_shm *shm;
