@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ def _import_class(spec: str) -> type[Any]:
             sys.modules[mod_spec.name] = module
             mod_spec.loader.exec_module(module)
         else:
+            if "" not in sys.path and os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())  # like ``python -m``: modules next to the caller import
             module = importlib.import_module(module_name)
         cls = getattr(module, attr)
     except SuiteError:

@@ -238,5 +238,6 @@ def random_sequences(bench: Bench) -> None:
             database=None,
             suppress_health_check=list(HealthCheck),
             print_blob=False,
+            report_multiple_bugs=False,
         ),
     )

@@ -1,0 +1,279 @@
+"""Adapters for testing the suite itself: one correct control, and six with one bug each.
+
+Each broken adapter is what a plugin author might plausibly write; the suite
+must fail the check that names its bug.  They run on simulated devices they
+build themselves (``conformance_profile().devices``), like a third-party
+vendor the core traits catalog does not know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from hami_conformance import Profile
+
+from hami_devices.accounting import DeviceUsage, rejection_reasons
+from hami_devices.adapter import Capability, Probe, VendorAdapter
+from hami_devices.allocation import coerce_request
+from hami_devices.device import Device, DeviceReadings
+from hami_devices.errors import InsufficientResources, ReasonCode, UnknownAllocation
+from hami_devices.ledger import Ledger
+from hami_devices.matching import static_reasons
+from hami_devices.models import (
+    DeviceHandle,
+    DeviceInfo,
+    DeviceTraits,
+    Grant,
+    Health,
+    Interconnect,
+    PartitionProfile,
+    RequestPart,
+    ResourceRequest,
+)
+
+VENDOR = "plainsim"
+MODELS = {"Plain-16G": 16384, "Plain-8G": 8192}
+
+
+def traits(model: str) -> DeviceTraits:
+    return DeviceTraits(
+        vendor=VENDOR,
+        model=model,
+        generation="test",
+        year=2026,
+        memory_mib=MODELS[model],
+        memory_bandwidth_gbps=500.0,
+        peak_tflops={"fp32": 20.0, "fp16": 80.0},
+        interconnect=Interconnect(kind="pcie", bandwidth_gbps=32.0),
+        tdp_watts=200.0,
+        relative_cost=0.3,
+    )
+
+
+class PlainDevice(Device):
+    """Readings a simulator can honestly give: health only."""
+
+    def read(self) -> DeviceReadings:
+        return DeviceReadings(health=self.info.health)
+
+
+class PlainAdapter(VendorAdapter):
+    """The control: correct in every way the suite checks."""
+
+    name: ClassVar[str] = VENDOR
+    version: ClassVar[str] = "0.0.1"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.SIMULATED, Capability.PARTITIONS, Capability.TOPOLOGY}
+    )
+    visible_devices_env: ClassVar[tuple[str, ...]] = ("PLAIN_VISIBLE_DEVICES",)
+    device_class: ClassVar[type[Device]] = PlainDevice
+
+    def probe(self) -> Probe:
+        return Probe(False, "simulated test vendor: no hardware back end")
+
+    def discover(self, ledger: Ledger) -> list[Device]:
+        return []
+
+    def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
+        return [self.device_class(self.complete_info(info), self, ledger) for info in infos]
+
+    def partition_catalog(self, model: str) -> list[PartitionProfile]:
+        if model != "Plain-16G":
+            return []
+        return [
+            PartitionProfile(name="quarter", memory_mib=4096, cores=25, max_instances=4),
+            PartitionProfile(name="half", memory_mib=8192, cores=50, max_instances=2),
+            PartitionProfile(name="full", memory_mib=16384, cores=100, max_instances=1),
+        ]
+
+    def devices(self, ledger: Ledger) -> list[Device]:
+        layout = [("Plain-16G", Health.HEALTHY), ("Plain-8G", Health.HEALTHY), ("Plain-8G", Health.HEALTHY)]
+        layout.append(("Plain-8G", Health.UNHEALTHY))
+        infos = [
+            DeviceInfo(
+                uuid=f"PLAIN-{index:04d}",
+                index=index,
+                vendor=VENDOR,
+                model=model,
+                memory_mib=MODELS[model],
+                split_count=4,
+                health=health,
+                traits=traits(model),
+                topology={f"PLAIN-{other:04d}": 40 for other in range(len(layout)) if other != index},
+            )
+            for index, (model, health) in enumerate(layout)
+        ]
+        return self.simulate(infos, ledger)
+
+    def conformance_profile(self) -> Profile:
+        return Profile(devices=self.devices)
+
+
+# -- 1. over-allocates: "the driver pages, so let it through" ------------------------
+
+
+class OverAllocatingDevice(PlainDevice):
+    def allocate(self, request: ResourceRequest | Mapping[str, Any]) -> DeviceHandle:
+        try:
+            return super().allocate(request)
+        except InsufficientResources as exc:
+            if exc.codes() - {ReasonCode.CARD_INSUFFICIENT_MEMORY, ReasonCode.NODE_INSUFFICIENT_DEVICES}:
+                raise
+            req = coerce_request(request)
+            grant = Grant(
+                uuid=self.uuid,
+                node=self.info.node,
+                vendor=self.info.vendor,
+                model=self.info.model,
+                index=self.info.index,
+                part=0,
+                memory_mib=req.parts[0].memory_for(self.info.memory_mib),
+                cores=req.parts[0].cores,
+            )
+            handle = DeviceHandle(request=req, grants=[grant], env=self.adapter.environment([grant], None))
+            with self.ledger.transaction() as view:
+                view.add(handle)
+            return handle
+
+
+class OverAllocatingAdapter(PlainAdapter):
+    device_class = OverAllocatingDevice
+
+
+# -- 2. double-frees: release "made idempotent" ---------------------------------------
+
+
+class DoubleFreeDevice(PlainDevice):
+    def release(self, handle: DeviceHandle | str) -> None:
+        with contextlib.suppress(UnknownAllocation):  # already gone: fine
+            super().release(handle)
+
+
+class DoubleFreeAdapter(PlainAdapter):
+    device_class = DoubleFreeDevice
+
+
+# -- 3. leaks on a failed multi-device request: reserves while planning --------------
+
+
+class LeakyDevice(PlainDevice):
+    def read(self) -> DeviceReadings:
+        adapter = self.adapter
+        assert isinstance(adapter, LeakyAdapter)
+        return DeviceReadings(health=self.info.health, memory_used_mib=float(adapter.reserved.get(self.uuid, 0)))
+
+
+class LeakyAdapter(PlainAdapter):
+    """Reserves device memory in plan_grant (to 'pin' it early) and frees it only in teardown."""
+
+    device_class = LeakyDevice
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reserved: dict[str, int] = {}
+
+    def plan_grant(
+        self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
+    ) -> Grant | ReasonCode:
+        planned = super().plan_grant(info, part, part_index, usage)
+        if isinstance(planned, Grant):
+            self.reserved[info.uuid] = self.reserved.get(info.uuid, 0) + planned.memory_mib
+        return planned
+
+    def teardown(self, grants: list[Grant]) -> None:
+        for grant in grants:
+            self.reserved[grant.uuid] = self.reserved.get(grant.uuid, 0) - grant.memory_mib
+
+    def devices(self, ledger: Ledger) -> list[Device]:
+        self.reserved.clear()
+        return super().devices(ledger)
+
+
+# -- 4. reports 0 for metrics it cannot read -------------------------------------------
+
+
+class ZeroMetricDevice(PlainDevice):
+    def read(self) -> DeviceReadings:
+        return DeviceReadings(
+            health=self.info.health, memory_used_mib=0.0, utilization_pct=0.0, temperature_c=0.0, power_w=0.0
+        )
+
+
+class ZeroMetricAdapter(PlainAdapter):
+    device_class = ZeroMetricDevice
+
+
+# -- 5. not thread-safe: its own "fast path" checks, then writes -----------------------
+
+
+class RacyDevice(PlainDevice):
+    def allocate(self, request: ResourceRequest | Mapping[str, Any]) -> DeviceHandle:
+        req = coerce_request(request)
+        if len(req.parts) != 1 or req.parts[0].count != 1:
+            return super().allocate(req)
+        part = req.parts[0]
+        problems = static_reasons(self.info, part)
+        usage = self.usage()  # read outside any transaction ...
+        planned = self.adapter.plan_grant(self.info, part, 0, usage)
+        if isinstance(planned, ReasonCode):
+            problems.append(planned)
+        elif not problems:
+            problems = rejection_reasons(self.info, usage, planned)
+        if problems or not isinstance(planned, Grant):
+            raise InsufficientResources("does not fit", {self.uuid: problems})
+        time.sleep(0.002)  # ... talk to the driver ...
+        handle = DeviceHandle(request=req, grants=[planned], env=self.adapter.environment([planned], None))
+        with self.ledger.transaction() as view:  # ... and write without re-checking
+            view.add(handle)
+        return handle
+
+
+class RacyAdapter(PlainAdapter):
+    device_class = RacyDevice
+
+
+# -- 6. grants overlapping partitions: accounts the request, not the profile ------------
+
+
+class OverlappingPartitionAdapter(PlainAdapter):
+    _lock = threading.Lock()
+
+    def plan_grant(
+        self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
+    ) -> Grant | ReasonCode:
+        planned = super().plan_grant(info, part, part_index, usage)
+        if isinstance(planned, Grant) and planned.partition and part.partition not in (None, "auto"):
+            # bug: the grant carries what was asked instead of the whole profile
+            memory = part.memory_for(info.memory_mib)
+            return planned.model_copy(update={"memory_mib": memory, "cores": part.cores})
+        return planned
+
+    def choose_profile(
+        self, info: DeviceInfo, part: RequestPart, memory_mib: int, usage: DeviceUsage
+    ) -> PartitionProfile | None:
+        # bug: ignores how many instances are already placed
+        profiles = [
+            p for p in self.partition_catalog(info.model) if p.name == part.partition or part.partition == "auto"
+        ]
+        fitting = [p for p in profiles if p.memory_mib >= memory_mib and p.cores >= part.cores]
+        return min(fitting, key=lambda p: (p.memory_mib, p.cores), default=None)
+
+    def prepare(self, grants: list[Grant]) -> list[Grant]:
+        return [
+            g.model_copy(update={"partition_uuid": f"{g.uuid}/{g.partition}/0"}) if g.partition else g for g in grants
+        ]
+
+
+BROKEN: dict[str, tuple[str, str]] = {
+    "OverAllocatingAdapter": ("alloc.over-capacity-refused", "over-allocates"),
+    "DoubleFreeAdapter": ("release.double-raises", "double-frees"),
+    "LeakyAdapter": ("multi.all-or-nothing", "leaks on a failed multi-device request"),
+    "ZeroMetricAdapter": ("monitor.not-available-not-zero", "reports 0 for a missing metric"),
+    "RacyAdapter": ("concurrency.threads", "is not thread-safe"),
+    "OverlappingPartitionAdapter": ("partition.no-overlap", "grants an overlapping partition"),
+}
+"""Broken adapter class -> (the check that must fail, its bug)."""

@@ -1,0 +1,143 @@
+"""The Example Accelerator adapter: the whole contract a vendor plugin implements.
+
+* ``name``, ``version``, ``capabilities``, ``visible_devices_env``: class attributes.
+* ``probe()``: is the vendor library here?  Never raises; says why not.
+* ``discover(ledger)``: the devices, through the vendor library.
+* ``simulate(infos, ledger)``: the same devices with no hardware behind them.
+* ``partition_catalog(model)``: the partition profiles (only with Capability.PARTITIONS).
+* ``conformance_profile()``: optional; tells the conformance suite how to run without hardware.
+
+Accounting (capacity, exclusivity, split count, all-or-nothing) is the SDK's:
+the adapter never re-implements allocate or release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from hami_conformance import Profile
+
+from hami_devices import Capability, Device, DeviceInfo, DeviceReadings, Health, Ledger, Probe, VendorAdapter
+from hami_devices.models import NOT_AVAILABLE, DeviceTraits, Interconnect, PartitionProfile
+from hami_example_accel import driver
+
+VENDOR = "example"
+
+# The core traits catalog does not know this vendor, so the plugin brings its own spec sheets.
+TRAITS: dict[str, DeviceTraits] = {
+    "EX-1": DeviceTraits(
+        vendor=VENDOR,
+        model="EX-1",
+        generation="ex-gen1",
+        year=2025,
+        memory_mib=32768,
+        memory_bandwidth_gbps=900.0,
+        peak_tflops={"fp32": 30.0, "bf16": 120.0, "fp16": 120.0, "int8": 240.0},
+        interconnect=Interconnect(kind="pcie", bandwidth_gbps=64.0),
+        tdp_watts=150.0,
+        relative_cost=0.35,
+    ),
+    "EX-2": DeviceTraits(
+        vendor=VENDOR,
+        model="EX-2",
+        generation="ex-gen2",
+        year=2026,
+        memory_mib=65536,
+        memory_bandwidth_gbps=2000.0,
+        peak_tflops={"fp32": 60.0, "bf16": 400.0, "fp16": 400.0, "fp8": 800.0, "int8": 800.0},
+        interconnect=Interconnect(kind="exlink", bandwidth_gbps=400.0),
+        tdp_watts=300.0,
+        relative_cost=0.8,
+    ),
+}
+
+SIMULATED_DEVICES = 4
+"""How many devices the suite gets when no driver is installed (conformance_profile)."""
+
+
+class ExampleDevice(Device):
+    """One Example Accelerator: readings from the driver, "n/a" for what it cannot measure."""
+
+    def read(self) -> DeviceReadings:
+        usage = self.usage()
+        load = float(min(100, usage.cores))
+        return DeviceReadings(
+            memory_used_mib=NOT_AVAILABLE,  # the driver has no memory counters
+            utilization_pct=NOT_AVAILABLE,  # ... nor utilization
+            temperature_c=driver.temperature_c(self.info.index, load),
+            power_w=driver.power_w(self.info.model, load),
+            health=self.info.health,
+        )
+
+
+class ExampleAdapter(VendorAdapter):
+    name: ClassVar[str] = VENDOR
+    display_name: ClassVar[str] = "Example Accelerator"
+    version: ClassVar[str] = "1.0.0"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.SIMULATED, Capability.PARTITIONS, Capability.TOPOLOGY, Capability.HEALTH_EVENTS}
+    )
+    visible_devices_env: ClassVar[tuple[str, ...]] = ("EXAMPLE_VISIBLE_DEVICES",)
+    limiter_shim: ClassVar[str | None] = None  # no limiter shim: MEMORY_LIMIT/COMPUTE_LIMIT are not declared
+
+    # -- hardware back end ---------------------------------------------------------
+    def probe(self) -> Probe:
+        count = driver.device_count()
+        if count is None:
+            return Probe(False, f"example driver not installed (set {driver.DEVICES_ENV}=N to simulate N devices)")
+        return Probe(True, f"example driver reports {count} device(s)", library="simulated")
+
+    def discover(self, ledger: Ledger) -> list[Device]:
+        return self._devices(driver.device_count() or 0, ledger)
+
+    # -- simulated back end ----------------------------------------------------------
+    def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
+        return [ExampleDevice(self.complete_info(info), self, ledger) for info in infos]
+
+    def complete_info(self, info: DeviceInfo) -> DeviceInfo:
+        if info.traits is None and info.model in TRAITS:
+            info = info.model_copy(update={"traits": TRAITS[info.model]})
+        return super().complete_info(info)
+
+    def _devices(self, count: int, ledger: Ledger) -> list[Device]:
+        raws = driver.enumerate_devices(count)
+        infos = []
+        for raw in raws:
+            uuid = f"EXA-{raw.serial}"
+            infos.append(
+                DeviceInfo(
+                    uuid=uuid,
+                    index=raw.index,
+                    vendor=VENDOR,
+                    model=raw.model,
+                    memory_mib=raw.memory_mib,
+                    health=Health.HEALTHY if raw.healthy else Health.UNHEALTHY,
+                    split_count=self.config.device_plugin.split_count,
+                    native_compute_units={"tiles": 8},
+                    topology={
+                        f"EXA-{other.serial}": 100 if other.model == raw.model == "EX-2" else 40
+                        for other in raws
+                        if other.index != raw.index
+                    },
+                    attributes={"driver": "simulated"},
+                )
+            )
+        return self.simulate(infos, ledger)
+
+    # -- sharing model -----------------------------------------------------------------
+    def partition_catalog(self, model: str) -> list[PartitionProfile]:
+        """Tiles: a quarter (2 tiles), a half (4) or the whole device (8)."""
+        memory = TRAITS[model].memory_mib if model in TRAITS else 0
+        if not memory:
+            return []
+        return [
+            PartitionProfile(name="ex.2t", memory_mib=memory // 4, cores=25, native={"tiles": 2}, max_instances=4),
+            PartitionProfile(name="ex.4t", memory_mib=memory // 2, cores=50, native={"tiles": 4}, max_instances=2),
+            PartitionProfile(name="ex.8t", memory_mib=memory, cores=100, native={"tiles": 8}, max_instances=1),
+        ]
+
+    # -- conformance -------------------------------------------------------------------------
+    def conformance_profile(self) -> Profile:
+        """Without a driver the suite certifies SIMULATED_DEVICES simulated devices."""
+        return Profile(devices=lambda ledger: self._devices(SIMULATED_DEVICES, ledger))
