@@ -10,6 +10,7 @@ each other's allocations.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -183,7 +184,14 @@ def resolve_target(
     detail = f"probe: {'available' if probe.available else 'unavailable'} ({probe.detail})"
 
     def target(source: str, factory: Callable[[Ledger], list[Device]]) -> Target:
-        return Target(adapter, plugin, source, profile, factory, detail)
+        chosen = profile
+        if chosen.workload is None:
+            from hami_conformance.builtin import builtin_workload
+
+            workload = builtin_workload(adapter, hardware=source == "hardware")
+            if workload is not None:
+                chosen = dataclasses.replace(profile, workload=workload)
+        return Target(adapter, plugin, source, chosen, factory, detail)
 
     def from_file(path: str | Path, label: str) -> Target:
         try:

@@ -37,6 +37,7 @@ class WorkloadProgram:
 
     argv: Sequence[str]
     env: Mapping[str, str] = field(default_factory=dict)
+    """Added to the allocation's environment; ``{tmp}`` in a value becomes a fresh folder per check."""
     timeout_s: float = 30.0
     compute: bool = True
     """Whether the program implements ``compute`` (the memory check needs only ``alloc``)."""

@@ -268,6 +268,19 @@ class OverlappingPartitionAdapter(PlainAdapter):
         ]
 
 
+# -- 7. declares a memory limit but forgets to preload its limiter ---------------------
+
+
+class UnenforcedLimiterAdapter(PlainAdapter):
+    capabilities = PlainAdapter.capabilities | {Capability.MEMORY_LIMIT}
+    limiter_shim = "libhami_cuda.so"
+
+    def environment(self, grants: list[Grant], region_path: str | None) -> dict[str, str]:
+        env = super().environment(grants, region_path)
+        env.pop("LD_PRELOAD", None)  # bug: "the launcher adds it" - it does not
+        return env
+
+
 BROKEN: dict[str, tuple[str, str]] = {
     "OverAllocatingAdapter": ("alloc.over-capacity-refused", "over-allocates"),
     "DoubleFreeAdapter": ("release.double-raises", "double-frees"),
@@ -275,5 +288,6 @@ BROKEN: dict[str, tuple[str, str]] = {
     "ZeroMetricAdapter": ("monitor.not-available-not-zero", "reports 0 for a missing metric"),
     "RacyAdapter": ("concurrency.threads", "is not thread-safe"),
     "OverlappingPartitionAdapter": ("partition.no-overlap", "grants an overlapping partition"),
+    "UnenforcedLimiterAdapter": ("limiter.memory-enforced", "does not preload its limiter"),
 }
 """Broken adapter class -> (the check that must fail, its bug)."""

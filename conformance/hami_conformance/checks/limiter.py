@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Sequence
 
 from hami_conformance.bench import Bench, CheckFailed, NotApplicable, capacity, expect, share
+from hami_conformance.builtin import TMP
 from hami_conformance.checks import check
 from hami_conformance.profile import WorkloadProgram
 from hami_devices.models import DeviceHandle
@@ -37,9 +39,17 @@ def _workload(bench: Bench, *, compute: bool = False) -> WorkloadProgram:
 
 
 def _run(program: WorkloadProgram, handle: DeviceHandle, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **handle.env, **program.env}
-    if program.env.get("LD_PRELOAD") and handle.env.get("LD_PRELOAD"):
-        env["LD_PRELOAD"] = f"{handle.env['LD_PRELOAD']}:{program.env['LD_PRELOAD']}"
+    with tempfile.TemporaryDirectory(prefix="hami-conformance-workload-") as tmp:
+        return _run_in(program, handle, args, tmp)
+
+
+def _run_in(
+    program: WorkloadProgram, handle: DeviceHandle, args: Sequence[str], tmp: str
+) -> subprocess.CompletedProcess[str]:
+    extra = {key: value.replace(TMP, tmp) for key, value in program.env.items()}
+    env = {**os.environ, **handle.env, **extra}
+    if extra.get("LD_PRELOAD") and handle.env.get("LD_PRELOAD"):
+        env["LD_PRELOAD"] = f"{handle.env['LD_PRELOAD']}:{extra['LD_PRELOAD']}"
     argv = [*program.argv, *args]
     try:
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=program.timeout_s, check=False)

@@ -1,0 +1,1 @@
+"""Workload programs the suite ships for the built-in vendors' runtimes (see ``Profile.workload``)."""
