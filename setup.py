@@ -29,11 +29,8 @@ class BuildExtWithNative(build_ext):
     def run(self) -> None:
         super().run()
         builder = _load_native_builder()
-        if self.inplace:
-            out_dir = ROOT / "hami_devices" / "libs"
-        else:
-            out_dir = Path(self.build_lib) / "hami_devices" / "libs"
-        builder.build_all(out_dir)
+        package_root = ROOT if self.inplace else Path(self.build_lib)
+        builder.build_all(package_root / "hami_devices" / "libs")
 
 
 setup(

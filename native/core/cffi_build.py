@@ -3,12 +3,12 @@
 ``setup.py`` names ``native/core/cffi_build.py:ffibuilder`` in ``cffi_modules``, so ``pip install .`` and
 ``pip install -e .`` compile it.  To rebuild in place during development (no pip), run from anywhere::
 
-    /work/venv/bin/python native/core/cffi_build.py
+    python native/core/cffi_build.py
 
 That compiles with the repository root as cffi's ``tmpdir``, so the module lands at
 ``hami_devices/_native.abi3.so``, the name pip's build gives it (the generated ``hami_devices/_native.c``
-and object files, all git-ignored, land beside it and beside the sources).  The shims do not use this module: ``native/build_native.py`` compiles the same
-core sources into each LD_PRELOAD library.
+and object files, all git-ignored, land beside it and beside the sources).  The shims do not use this
+module: ``native/build_native.py`` compiles the same core sources into each LD_PRELOAD library.
 """
 
 from __future__ import annotations
