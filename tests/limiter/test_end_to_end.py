@@ -1,0 +1,53 @@
+"""The whole path a scheduler uses: allocate -> workload under the handle's environment -> monitor -> release.
+
+The workload is a real process linked against the fake libcuda with the shim the
+handle names in LD_PRELOAD; nothing is set by hand except where the fake lives.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hami_devices import discover
+from hami_devices.inventory import parse_inventory
+from tests.limiter.conftest import Drivers
+from tests.limiter.helpers import Env, fields, run
+
+MIB = 1 << 20
+INVENTORY = {"nodes": [{"name": "n", "devices": [{"vendor": "nvidia", "model": "T4", "count": 1}]}]}
+
+
+def test_allocation_environment_enforces_and_monitor_reports(drivers: Drivers, wenv: Env) -> None:
+    (device,) = discover(parse_inventory(INVENTORY))
+    handle = device.allocate({"parts": [{"memory_mib": 64, "cores": 30}]})
+    region = Path(handle.regions["nvidia"])
+    assert region.exists()
+    assert handle.env["HAMI_REGION_PATH"] == str(region)
+    assert handle.env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "64m"
+    assert handle.env["CUDA_DEVICE_SM_LIMIT_0"] == "30"
+    env = {**wenv.build(shim=None), **handle.env}
+    assert env["LD_PRELOAD"].endswith("libhami_cuda.so")
+
+    oom = fields(run([drivers.cuda, "oom"], env).stdout)
+    assert oom["filled"] == f"{64 * MIB} rc=0"
+    assert oom["one_more"] == "2"  # CUDA_ERROR_OUT_OF_MEMORY
+
+    holder = subprocess.Popen(
+        [str(drivers.cuda), "hold", str(24 * MIB)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "READY rc=0"
+        (usage,) = device.monitor().allocations
+        assert usage.handle_id == handle.id
+        assert usage.memory_limit_mib == 64
+        assert usage.memory_used_mib == 24
+        assert [p.pid for p in usage.processes] == [holder.pid]
+    finally:
+        holder.kill()
+        holder.wait()
+
+    device.release(handle)
+    assert not region.exists()
+    assert device.monitor().allocations == []
