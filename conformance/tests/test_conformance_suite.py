@@ -11,10 +11,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import BROKEN, EXAMPLE, HERE, results, run_suite
 from hami_conformance.catalog import Level, load_catalog
 from hami_conformance.checks import load_all
 from hami_conformance.docs import render
+from hami_conformance_testing import BROKEN, EXAMPLE, HERE, results, run_suite
 
 from hami_devices.adapter import Capability
 from hami_devices.cli.main import main as cli

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import BROKEN, results, run_suite
 from hami_broken_adapters import BROKEN as BROKEN_ADAPTERS
+from hami_conformance_testing import BROKEN, results, run_suite
 
 
 def test_the_control_adapter_is_certified(pytester: pytest.Pytester) -> None:
