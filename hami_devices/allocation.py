@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from hami_devices.device import Device
 
 TOPOLOGY_REQUIRED_MIN_SCORE = 50
-"""Pair score every two devices of a part must reach when a request requires topology."""
+"""Pair score every two devices of a part must reach when a request requires topology.
+
+Fabric links (NVLink, HCCS, MLU-Link) score above it and PCIe paths below, so
+``topology: required`` means "linked by the device fabric"."""
 
 
 def memory_factor(config: HamiConfig) -> float:
@@ -83,33 +86,66 @@ class _Planner:
     def plan(self, devices: Sequence[Device], request: ResourceRequest) -> list[Grant] | None:
         taken: set[str] = set()
         grants: list[Grant] = []
-        by_uuid = {d.uuid: d for d in devices}
+        node = devices[0].info.node if devices else "<none>"
         for index, part in enumerate(request.parts):
-            chosen: list[Device] = []
+            feasible: list[tuple[Device, Grant]] = []
             for device in devices:
-                if len(chosen) == part.count:
-                    break
                 if device.uuid in taken:
                     continue
-                if request.topology == "required" and any(
-                    device.adapter.pair_score(device.info, other.info) < TOPOLOGY_REQUIRED_MIN_SCORE
-                    for other in chosen
-                ):
-                    self.reasons.setdefault(device.uuid, []).append(ReasonCode.NODE_TOPOLOGY_UNSATISFIED)
-                    continue
                 grant = self.grant_for(device, part, index)
-                if grant is None:
-                    continue
-                chosen.append(device)
+                if grant is not None:
+                    feasible.append((device, grant))
+            if len(feasible) < part.count:
+                self.reasons.setdefault(node, []).append(ReasonCode.NODE_INSUFFICIENT_DEVICES)
+                return None
+            chosen = _best_linked(feasible, part.count, request.topology)
+            if chosen is None:
+                self.reasons.setdefault(node, []).append(ReasonCode.NODE_TOPOLOGY_UNSATISFIED)
+                return None
+            for device, grant in chosen:
                 taken.add(device.uuid)
                 grants.append(grant)
                 self.usage[device.uuid] = self.usage_of(device).plus(grant)
-            if len(chosen) < part.count:
-                node = devices[0].info.node if devices else "<none>"
-                self.reasons.setdefault(node, []).append(ReasonCode.NODE_INSUFFICIENT_DEVICES)
-                return None
-        assert all(g.uuid in by_uuid for g in grants)
         return grants
+
+
+def _pair(a: Device, b: Device) -> int:
+    return a.adapter.pair_score(a.info, b.info)
+
+
+def _best_linked(
+    feasible: list[tuple[Device, Grant]], count: int, topology: str
+) -> list[tuple[Device, Grant]] | None:
+    """``count`` of the feasible devices: first fit, or the best-linked set when topology matters.
+
+    Greedy growth from every seed (a node has at most a few dozen devices, so this
+    is cheap and avoids enumerating combinations); ``required`` also demands that
+    every pair reaches ``TOPOLOGY_REQUIRED_MIN_SCORE``.  Ties keep device order.
+    """
+    if count == 1 or topology == "none":
+        return feasible[:count]
+    best: list[tuple[Device, Grant]] | None = None
+    best_score = -1
+    for seed in range(len(feasible)):
+        members = [feasible[seed]]
+        rest = [f for i, f in enumerate(feasible) if i != seed]
+        while len(members) < count:
+            candidates = [
+                (sum(_pair(c[0], m[0]) for m in members), -n, c)
+                for n, c in enumerate(rest)
+                if topology != "required" or all(_pair(c[0], m[0]) >= TOPOLOGY_REQUIRED_MIN_SCORE for m in members)
+            ]
+            if not candidates:
+                break
+            _, _, pick = max(candidates, key=lambda t: (t[0], t[1]))
+            members.append(pick)
+            rest.remove(pick)
+        if len(members) < count:
+            continue
+        score = sum(_pair(a[0], b[0]) for i, a in enumerate(members) for b in members[i + 1 :])
+        if score > best_score:
+            best, best_score = members, score
+    return best
 
 
 def _groups(devices: Sequence[Device], same_node: bool) -> list[list[Device]]:

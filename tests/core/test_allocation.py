@@ -161,3 +161,23 @@ def test_monitor_reports_accounting_and_not_available_readings() -> None:
     assert metrics.temperature_c == "n/a"
     assert [a.handle_id for a in metrics.allocations] == [handle.id]
     assert metrics.allocations[0].memory_limit_mib == 2_000
+
+
+def test_topology_preferred_takes_the_best_linked_pair() -> None:
+    # 4 T4 on PCIe over two NUMA nodes: 0,1 on NUMA 0 and 2,3 on NUMA 1 (same NUMA scores 40, across 10).
+    devices = simulated(node("n", {**T4, "count": 4, "numa_nodes": 2, "link": "pcie"}))
+    allocate(devices, {"parts": [{"uuids": [devices[1].uuid], "cores": 100}]})
+    first_fit = allocate(devices, {"parts": [{"count": 2, "memory_mib": 10}]})
+    assert first_fit.uuids == [devices[0].uuid, devices[2].uuid]
+    devices[0].release(first_fit)
+    linked = allocate(devices, {"topology": "preferred", "parts": [{"count": 2, "memory_mib": 10}]})
+    assert linked.uuids == [devices[2].uuid, devices[3].uuid]
+
+
+def test_topology_required_refuses_a_pcie_only_set() -> None:
+    pcie = simulated(node("n", {**T4, "count": 2, "link": "pcie"}))
+    with pytest.raises(InsufficientResources) as info:
+        allocate(pcie, {"topology": "required", "parts": [{"count": 2, "memory_mib": 10}]})
+    assert ReasonCode.NODE_TOPOLOGY_UNSATISFIED in info.value.codes()
+    nvlink = simulated(node("n", {"vendor": "nvidia", "model": "H100", "count": 2, "link": "nvlink"}))
+    assert len(allocate(nvlink, {"topology": "required", "parts": [{"count": 2, "memory_mib": 10}]}).grants) == 2
