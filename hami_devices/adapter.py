@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
+from hami_devices import traits as traits_catalog
 from hami_devices.accounting import DeviceUsage
 from hami_devices.config import HamiConfig
 from hami_devices.errors import ReasonCode
-from hami_devices.models import DeviceInfo, Grant, PartitionProfile, RequestPart
+from hami_devices.models import DeviceInfo, DeviceTraits, Grant, PartitionProfile, RequestPart
 
 if TYPE_CHECKING:
     from hami_devices.device import Device
@@ -66,6 +67,15 @@ class VendorAdapter(ABC):
     @abstractmethod
     def discover(self, ledger: Ledger) -> list[Device]:
         """The physical devices on this node, through the vendor library."""
+
+    # -- facts -------------------------------------------------------------
+    def traits_for(self, model: str) -> DeviceTraits | None:
+        """Spec-sheet traits of one of this vendor's models.
+
+        The shipped catalog by default; a third-party vendor the catalog does not
+        know overrides this to bring its own, so inventories can name its models.
+        """
+        return traits_catalog.find(self.name, model)
 
     # -- simulated back end ------------------------------------------------
     def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:

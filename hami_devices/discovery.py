@@ -10,7 +10,7 @@ from hami_devices.device import Device
 from hami_devices.errors import DeviceUnavailable
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
-from hami_devices.models import DeviceInfo
+from hami_devices.models import DeviceInfo, DeviceTraits
 from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
 
@@ -32,12 +32,7 @@ def discover(
     ledger = ledger or MemoryLedger()
     devices: list[Device] = []
     if inventory is not None:
-        split_count = (config or HamiConfig()).device_plugin.split_count
-        inv = (
-            inventory
-            if isinstance(inventory, Inventory)
-            else load_inventory(inventory, split_count_default=split_count)
-        )
+        inv = inventory if isinstance(inventory, Inventory) else load_inventory_for(inventory, registry, config)
         for node in inv.nodes:
             by_vendor: dict[str, list[DeviceInfo]] = {}
             for info in node.devices:
@@ -53,6 +48,17 @@ def discover(
         if safe_probe(adapter).available:
             devices.extend(adapter.discover(ledger))
     return devices
+
+
+def load_inventory_for(path: str | Path, registry: VendorRegistry, config: HamiConfig | None = None) -> Inventory:
+    """Load an inventory with the configured split count and the loaded vendors' own traits."""
+
+    def traits_for(vendor: str, model: str) -> DeviceTraits | None:
+        adapter = registry.adapters.get(vendor)
+        return adapter.traits_for(model) if adapter is not None else None
+
+    split_count = (config or HamiConfig()).device_plugin.split_count
+    return load_inventory(path, split_count_default=split_count, traits_for=traits_for)
 
 
 def complete_inventory(inventory: Inventory, registry: VendorRegistry) -> Inventory:

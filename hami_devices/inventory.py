@@ -8,6 +8,7 @@ A node entry with ``replicas: N`` stands for N identical nodes (``name-0`` ..).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hami_devices import traits as traits_catalog
 from hami_devices.errors import InvalidInventory, InvalidRequest
-from hami_devices.models import DeviceInfo, Health, first_error
+from hami_devices.models import DeviceInfo, DeviceTraits, Health, first_error
 
 FABRIC_LINKS = {"nvlink", "hccs", "mlu-link", "xgmi"}
 PAIR_SCORE_FABRIC = 100
@@ -83,15 +84,30 @@ def _pair_score(link: str | None, numa_a: int | None, numa_b: int | None) -> int
     return PAIR_SCORE_PCIE_SAME_NUMA if numa_a == numa_b else PAIR_SCORE_PCIE_CROSS_NUMA
 
 
+TraitsLookup = Callable[[str, str], DeviceTraits | None]
+"""(vendor, model) -> traits, for vendors the shipped catalog does not know."""
+
+
+def _traits(group: DeviceGroupSpec, traits_for: TraitsLookup | None) -> DeviceTraits:
+    found = traits_catalog.find(group.vendor, group.model)
+    if found is None and traits_for is not None:
+        found = traits_for(group.vendor, group.model)
+    return found or traits_catalog.lookup(group.vendor, group.model)  # lookup raises the named error
+
+
 def _node_devices(
-    node_name: str, groups: list[DeviceGroupSpec], where: str, split_count_default: int
+    node_name: str,
+    groups: list[DeviceGroupSpec],
+    where: str,
+    split_count_default: int,
+    traits_for: TraitsLookup | None,
 ) -> list[DeviceInfo]:
     devices: list[DeviceInfo] = []
     next_index: dict[str, int] = {}
     group_of: list[DeviceGroupSpec] = []
     for g, group in enumerate(groups):
         try:
-            traits = traits_catalog.lookup(group.vendor, group.model)
+            traits = _traits(group, traits_for)
         except InvalidRequest as exc:
             raise InvalidInventory(f"{where}.devices.{g}.model", exc.message) from None
         bad = [i for i in group.unhealthy if i >= group.count]
@@ -131,8 +147,18 @@ def _node_devices(
     return devices
 
 
-def parse_inventory(data: Any, source: str = "<inventory>", *, split_count_default: int = 10) -> Inventory:
-    """Validate and expand an inventory; ``split_count_default`` applies where a group gives none."""
+def parse_inventory(
+    data: Any,
+    source: str = "<inventory>",
+    *,
+    split_count_default: int = 10,
+    traits_for: TraitsLookup | None = None,
+) -> Inventory:
+    """Validate and expand an inventory.
+
+    ``split_count_default`` applies where a group gives none; ``traits_for`` finds
+    traits of models the shipped catalog does not know (third-party vendors).
+    """
     try:
         spec = InventorySpec.model_validate(data)
     except ValidationError as exc:
@@ -153,7 +179,7 @@ def parse_inventory(data: Any, source: str = "<inventory>", *, split_count_defau
                         cpu_milli=entry.cpu_milli,
                         memory_mib=entry.memory_mib,
                         labels=entry.labels,
-                        devices=_node_devices(name, entry.devices, f"nodes.{n}", split_count_default),
+                        devices=_node_devices(name, entry.devices, f"nodes.{n}", split_count_default, traits_for),
                     )
                 )
     except InvalidInventory as exc:
@@ -161,7 +187,9 @@ def parse_inventory(data: Any, source: str = "<inventory>", *, split_count_defau
     return Inventory(nodes=nodes, source=source)
 
 
-def load_inventory(path: str | Path, *, split_count_default: int = 10) -> Inventory:
+def load_inventory(
+    path: str | Path, *, split_count_default: int = 10, traits_for: TraitsLookup | None = None
+) -> Inventory:
     file = Path(path)
     try:
         text = file.read_text()
@@ -171,4 +199,4 @@ def load_inventory(path: str | Path, *, split_count_default: int = 10) -> Invent
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InvalidInventory("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
-    return parse_inventory(data, source=str(file), split_count_default=split_count_default)
+    return parse_inventory(data, source=str(file), split_count_default=split_count_default, traits_for=traits_for)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a clean checkout: makes .venv, installs the project
 # (which builds the cffi limiter module, the preload shims and the fake vendor
-# libraries), installs the example third-party plugin, then runs pytest.
+# libraries) and the example third-party plugin, then runs pytest on the project
+# and, as a plugin author's CI would, the plugin's own test command in its folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -13,4 +14,7 @@ fi
 if [ -f examples/vendor-plugin/pyproject.toml ]; then
     .venv/bin/python -m pip install -q -e ./examples/vendor-plugin
 fi
-exec .venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "$@"
+if [ -f examples/vendor-plugin/pyproject.toml ]; then
+    (cd examples/vendor-plugin && ../../.venv/bin/python -m pytest -q)
+fi

@@ -8,9 +8,8 @@ from typing import Any
 from hami_devices.allocation import memory_factor
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.config import HamiConfig, load_config
-from hami_devices.discovery import complete_inventory
+from hami_devices.discovery import complete_inventory, load_inventory_for
 from hami_devices.errors import InsufficientResources
-from hami_devices.inventory import load_inventory
 from hami_devices.registry import load_vendors
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
@@ -46,8 +45,8 @@ def _grant_text(p: Placement) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config) if args.config else HamiConfig()
-    inventory = load_inventory(args.inventory, split_count_default=config.device_plugin.split_count)
-    inventory = complete_inventory(inventory, load_vendors(config=config))
+    registry = load_vendors(config=config)
+    inventory = complete_inventory(load_inventory_for(args.inventory, registry, config), registry)
     cluster = ClusterState.from_inventory(inventory, memory_factor(config))
     policy_files = [args.policies] if args.policies else config.scheduler.policy_files
     user: dict[str, Any] | None = None

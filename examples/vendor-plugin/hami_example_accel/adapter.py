@@ -95,6 +95,10 @@ class ExampleAdapter(VendorAdapter):
     def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
         return [ExampleDevice(self.complete_info(info), self, ledger) for info in infos]
 
+    def traits_for(self, model: str) -> DeviceTraits | None:
+        """Lets inventories name EX-1 / EX-2, which the core catalog does not know."""
+        return TRAITS.get(model)
+
     def complete_info(self, info: DeviceInfo) -> DeviceInfo:
         if info.traits is None and info.model in TRAITS:
             info = info.model_copy(update={"traits": TRAITS[info.model]})
