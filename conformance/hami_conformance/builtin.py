@@ -1,8 +1,13 @@
 """Workload harnesses the suite ships for runtimes it knows, used when an adapter's profile gives none.
 
-Today: the CUDA driver API, for an adapter whose limiter shim is ``libhami_cuda.so``.  On the
-simulated back end it runs against the project's fake ``libcuda.so.1`` (built with hami-devices);
-on hardware, against the real driver (memory only: the compute check needs the fake's timed kernels).
+Today, chosen by the adapter's limiter shim:
+
+* ``libhami_cuda.so``: the CUDA driver API (``workloads/cuda.py``), fake ``libcuda.so.1``;
+* ``libhami_ascend.so``: Ascend ACL (``workloads/acl.py``), fake ``libascendcl.so``;
+* ``libhami_cambricon.so``: Cambricon CNRT (``workloads/cnrt.py``), fake ``libcnrt.so``.
+
+On the simulated back end each runs against the project's fake runtime (built with hami-devices);
+on hardware, against the real runtime (memory only: the compute check needs the fake's timed kernels).
 """
 
 from __future__ import annotations
@@ -16,18 +21,36 @@ from hami_devices.errors import LimiterError
 TMP = "{tmp}"
 """Placeholder in ``WorkloadProgram.env`` values: the suite puts a fresh folder per check there."""
 
+FAKE_MEMORY_MIB = 1 << 20
+"""Capacity of each fake device (1 TiB, bookkeeping only): larger than any grant, so an
+out-of-memory error in the memory check can only come from the limiter."""
+
+
+_RUNTIMES = {
+    # limiter shim: (workload module, fake runtime library, variable naming the runtime library)
+    "libhami_cuda.so": ("cuda", "libcuda.so.1", "HAMI_CONFORMANCE_LIBCUDA"),
+    "libhami_ascend.so": ("acl", "libascendcl.so", "HAMI_CONFORMANCE_LIBASCENDCL"),
+    "libhami_cambricon.so": ("cnrt", "libcnrt.so", "HAMI_CONFORMANCE_LIBCNRT"),
+}
+
 
 def builtin_workload(adapter: VendorAdapter, hardware: bool) -> WorkloadProgram | None:
-    if adapter.limiter_shim != "libhami_cuda.so":
+    runtime = _RUNTIMES.get(adapter.limiter_shim or "")
+    if runtime is None:
         return None
-    argv = (sys.executable, "-m", "hami_conformance.workloads.cuda")
+    module, library, variable = runtime
+    argv = (sys.executable, "-m", f"hami_conformance.workloads.{module}")
     if hardware:
         return WorkloadProgram(argv=argv, compute=False)
     from hami_devices import limiter
 
     try:
-        fake = limiter.fake_library("libcuda.so.1")
+        fake = limiter.fake_library(library)
     except LimiterError:
         return None
-    env = {"HAMI_CONFORMANCE_LIBCUDA": str(fake), "HAMI_FAKE_GPU_STATE": f"{TMP}/fake-gpu.state"}
+    env = {
+        variable: str(fake),
+        "HAMI_FAKE_GPU_STATE": f"{TMP}/fake-gpu.state",
+        "HAMI_FAKE_MEMORY_MIB": str(FAKE_MEMORY_MIB),
+    }
     return WorkloadProgram(argv=argv, env=env)

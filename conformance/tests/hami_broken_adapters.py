@@ -281,6 +281,18 @@ class UnenforcedLimiterAdapter(PlainAdapter):
         return env
 
 
+class UnenforcedAscendLimiterAdapter(UnenforcedLimiterAdapter):
+    """The same bug under the Ascend shim: the suite's ACL workload must catch it too."""
+
+    limiter_shim = "libhami_ascend.so"
+
+
+class UnenforcedCambriconLimiterAdapter(UnenforcedLimiterAdapter):
+    """The same bug under the Cambricon shim: the suite's CNRT workload must catch it too."""
+
+    limiter_shim = "libhami_cambricon.so"
+
+
 BROKEN: dict[str, tuple[str, str]] = {
     "OverAllocatingAdapter": ("alloc.over-capacity-refused", "over-allocates"),
     "DoubleFreeAdapter": ("release.double-raises", "double-frees"),
@@ -289,5 +301,7 @@ BROKEN: dict[str, tuple[str, str]] = {
     "RacyAdapter": ("concurrency.threads", "is not thread-safe"),
     "OverlappingPartitionAdapter": ("partition.no-overlap", "grants an overlapping partition"),
     "UnenforcedLimiterAdapter": ("limiter.memory-enforced", "does not preload its limiter"),
+    "UnenforcedAscendLimiterAdapter": ("limiter.memory-enforced", "does not preload its Ascend limiter"),
+    "UnenforcedCambriconLimiterAdapter": ("limiter.memory-enforced", "does not preload its Cambricon limiter"),
 }
 """Broken adapter class -> (the check that must fail, its bug)."""

@@ -121,6 +121,10 @@ def test_builtin_vendor_is_certified_on_its_simulated_back_end(vendor: str, tmp_
     failed = {c["id"]: c["reason"] for c in data["checks"] if c["result"] == "fail" and c["level"] == "MUST"}
     assert proc.returncode == 0 and not failed, failed or proc.stdout[-2000:]
     assert data["adapter"]["name"] == vendor and junit.is_file()
+    # every built-in adapter has a limiter shim and the suite ships a workload for its runtime:
+    # the limiter check runs in a real process and passes; it must never fall back to N/A
+    verdicts = results(data)
+    assert verdicts["limiter.memory-enforced"] == "pass", data["checks"]
 
 
 def test_example_plugin_is_certified_by_class(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
