@@ -52,6 +52,9 @@ class WorkloadMix:
     """The typical shapes with their renormalised frequencies ``p_m``."""
 
     shapes: tuple[Shape, ...]
+    # The published simulator counts every idle thousandth as fragmented for a
+    # CPU-only shape, whether or not its CPU fits (its "XL"/"XR" categories).
+    cpu_only_all_idle: bool = False
     cpu: IntArray = field(init=False, repr=False)
     milli: IntArray = field(init=False, repr=False)
     num: IntArray = field(init=False, repr=False)
@@ -137,6 +140,8 @@ def _frag(
 ) -> FloatArray:
     """F = sum_s p_s * (fits_s ? small_s : total); shapes are the last axis."""
     fits = shape_ok & (cpu_free[..., None] >= mix.cpu) & ((mix.milli == 0) | (count_ge >= mix.num))
+    if mix.cpu_only_all_idle:
+        fits = fits & (mix.milli > 0)
     per_shape = np.where(fits, small, total[..., None])
     return per_shape @ mix.weight
 
