@@ -115,17 +115,8 @@ class VendorAdapter(ABC):
             if profile is None:
                 return ReasonCode.CARD_PARTITION_UNAVAILABLE
             memory, cores, partition = profile.memory_mib, profile.cores, profile.name
-        return Grant(
-            uuid=info.uuid,
-            node=info.node,
-            vendor=info.vendor,
-            model=info.model,
-            index=info.index,
-            part=part_index,
-            memory_mib=memory,
-            cores=cores,
-            exclusive=part.exclusive and partition is None,
-            partition=partition,
+        return Grant.on(
+            info, part_index, memory, cores, exclusive=part.exclusive and partition is None, partition=partition
         )
 
     def choose_profile(

@@ -238,6 +238,33 @@ class Grant(HamiModel):
     partition: str | None = None
     partition_uuid: str | None = Field(default=None, description="vendor id of a created partition (MIG uuid ...)")
 
+    @classmethod
+    def on(
+        cls,
+        info: DeviceInfo,
+        part: int,
+        memory_mib: int,
+        cores: int,
+        *,
+        exclusive: bool = False,
+        partition: str | None = None,
+        partition_uuid: str | None = None,
+    ) -> Grant:
+        """A grant on the device ``info`` describes (its identity fields copied from it)."""
+        return cls(
+            uuid=info.uuid,
+            node=info.node,
+            vendor=info.vendor,
+            model=info.model,
+            index=info.index,
+            part=part,
+            memory_mib=memory_mib,
+            cores=cores,
+            exclusive=exclusive,
+            partition=partition,
+            partition_uuid=partition_uuid,
+        )
+
 
 def _new_handle_id() -> str:
     return uuid_module.uuid4().hex

@@ -463,15 +463,11 @@ class Engine:
                 row = int(ev.rows[p])
                 info = c.info(row)
                 grants.append(
-                    Grant(
-                        uuid=info.uuid,
-                        node=info.node,
-                        vendor=info.vendor,
-                        model=info.model,
-                        index=info.index,
-                        part=ev.index,
-                        memory_mib=int(ev.memory[p]),
-                        cores=ev.part.cores,
+                    Grant.on(
+                        info,
+                        ev.index,
+                        int(ev.memory[p]),
+                        ev.part.cores,
                         exclusive=ev.part.exclusive,
                         partition=ev.partition[p],
                     )

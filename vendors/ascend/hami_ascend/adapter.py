@@ -239,18 +239,7 @@ class AscendAdapter(VendorAdapter):
         exclusive: bool = False,
         partition: str | None = None,
     ) -> Grant:
-        return Grant(
-            uuid=info.uuid,
-            node=info.node,
-            vendor=info.vendor,
-            model=info.model,
-            index=info.index,
-            part=part_index,
-            memory_mib=memory,
-            cores=cores,
-            exclusive=exclusive,
-            partition=partition,
-        )
+        return Grant.on(info, part_index, memory, cores, exclusive=exclusive, partition=partition)
 
     # -- vNPU creation -------------------------------------------------------
     def _hardware_location(self, uuid: str) -> Location | None:

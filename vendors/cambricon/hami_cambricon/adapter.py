@@ -231,18 +231,7 @@ class CambriconAdapter(VendorAdapter):
         exclusive: bool = False,
         partition: str | None = None,
     ) -> Grant:
-        return Grant(
-            uuid=info.uuid,
-            node=info.node,
-            vendor=info.vendor,
-            model=info.model,
-            index=info.index,
-            part=part_index,
-            memory_mib=memory,
-            cores=cores,
-            exclusive=exclusive,
-            partition=partition,
-        )
+        return Grant.on(info, part_index, memory, cores, exclusive=exclusive, partition=partition)
 
     # -- sMLU instances --------------------------------------------------------
     @staticmethod

@@ -179,18 +179,8 @@ class NvidiaAdapter(VendorAdapter):
         profile: partitions.MigProfile,
         uuid: str | None,
     ) -> Grant:
-        return Grant(
-            uuid=info.uuid,
-            node=info.node,
-            vendor=info.vendor,
-            model=info.model,
-            index=info.index,
-            part=part_index,
-            memory_mib=profile.memory_mib,
-            cores=geometry.cores(profile),
-            exclusive=False,
-            partition=profile.name,
-            partition_uuid=uuid,
+        return Grant.on(
+            info, part_index, profile.memory_mib, geometry.cores(profile), partition=profile.name, partition_uuid=uuid
         )
 
     # -- hardware side effects -------------------------------------------------
