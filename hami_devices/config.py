@@ -28,7 +28,12 @@ class ResourceAllocation(_Section):
         default=1.0, gt=0, le=1.0, alias="gpu-memory-fraction",
         description="share of each device's memory the scheduler may hand out",
     )
-    enable_preemptive: bool = Field(default=False, alias="enable-preemptive")
+    enable_preemptive: bool = Field(
+        default=False,
+        alias="enable-preemptive",
+        description="allow reclaiming preemptible tasks; validated now, acted on by the queue/reclaim feature "
+        "(planned), and meanwhile only plan_defragmentation proposes moves of preemptible tasks",
+    )
 
 
 class SchedulerConfig(_Section):
