@@ -17,6 +17,15 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+DETAIL_WIDTH = 100
+"""Table cells are clipped for people; ``--json`` carries the whole text."""
+
+
+def _clip(text: str | None) -> str:
+    text = text or ""
+    return text if len(text) <= DETAIL_WIDTH else text[: DETAIL_WIDTH - 3] + "..."
+
+
 def run(args: argparse.Namespace) -> int:
     registry = load_vendors(config=config_from(args))
     rows: list[dict[str, Any]] = []
@@ -48,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 r["name"],
                 "yes" if r["loaded"] else "NO",
                 ("yes" if r.get("hardware_available") else "no") if r["loaded"] else "-",
-                r.get("detail") if r["loaded"] else r["error"],
+                _clip(r.get("detail") if r["loaded"] else r["error"]),
             ]
             for r in rows
         ],
