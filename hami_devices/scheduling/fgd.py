@@ -45,6 +45,7 @@ class Shape:
     num_gpu: int
     models: frozenset[str] | None = None  # None: any model
     weight: float = 1.0
+    mem_mib: int = 0  # host memory; only checked where the caller passes free memory
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class WorkloadMix:
     milli: IntArray = field(init=False, repr=False)
     num: IntArray = field(init=False, repr=False)
     weight: FloatArray = field(init=False, repr=False)
+    mem: IntArray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         total = sum(s.weight for s in self.shapes) or 1.0
@@ -66,6 +68,7 @@ class WorkloadMix:
         object.__setattr__(self, "milli", np.array([s.gpu_milli for s in self.shapes], dtype=np.int64))
         object.__setattr__(self, "num", np.array([s.num_gpu for s in self.shapes], dtype=np.int64))
         object.__setattr__(self, "weight", np.array([s.weight / total for s in self.shapes], dtype=np.float64))
+        object.__setattr__(self, "mem", np.array([s.mem_mib for s in self.shapes], dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.shapes)
@@ -137,9 +140,15 @@ def _frag(
     cpu_free: IntArray,
     shape_ok: BoolArray,
     mix: WorkloadMix,
+    mem_free: IntArray | None = None,
 ) -> FloatArray:
-    """F = sum_s p_s * (fits_s ? small_s : total); shapes are the last axis."""
+    """F = sum_s p_s * (fits_s ? small_s : total); shapes are the last axis.
+
+    With ``mem_free`` a shape also needs its host memory (``Shape.mem_mib``) to fit.
+    """
     fits = shape_ok & (cpu_free[..., None] >= mix.cpu) & ((mix.milli == 0) | (count_ge >= mix.num))
+    if mem_free is not None:
+        fits = fits & (mem_free[..., None] >= mix.mem)
     if mix.cpu_only_all_idle:
         fits = fits & (mix.milli > 0)
     per_shape = np.where(fits, small, total[..., None])
@@ -161,6 +170,8 @@ def share_deltas(
     milli: int,
     cpu: int,
     mix: WorkloadMix,
+    mem_free: IntArray | None = None,
+    mem: int = 0,
 ) -> FloatArray:
     """``[K, G]`` increase of F_n when one device g of node n gives ``milli`` (inf where it can't)."""
     f = free[:, :, None]
@@ -172,7 +183,8 @@ def share_deltas(
     small = t.small[:, None, :] - np.where(ge_old, 0, f) + np.where(ge_new, 0, after)
     total = np.broadcast_to((t.total - milli)[:, None], free.shape)
     cpu_after = np.broadcast_to((cpu_free - cpu)[:, None], free.shape)
-    new = _frag(count_ge, small, total, cpu_after, shape_ok[:, None, :], mix)
+    mem_after = None if mem_free is None else np.broadcast_to((mem_free - mem)[:, None], free.shape)
+    new = _frag(count_ge, small, total, cpu_after, shape_ok[:, None, :], mix, mem_after)
     delta = new - base[:, None]
     return np.where(free >= milli, delta, np.inf)
 
@@ -185,6 +197,8 @@ def whole_deltas(
     num_gpu: int,
     cpu: int,
     mix: WorkloadMix,
+    mem_free: IntArray | None = None,
+    mem: int = 0,
 ) -> FloatArray:
     """``[K]`` increase of F_n when ``num_gpu`` entirely free devices (or none) are taken."""
     if num_gpu:
@@ -192,5 +206,5 @@ def whole_deltas(
         total = t.total - MILLI * num_gpu
     else:
         count_ge, total = t.count_ge, t.total
-    new = _frag(count_ge, t.small, total, cpu_free - cpu, shape_ok, mix)
+    new = _frag(count_ge, t.small, total, cpu_free - cpu, shape_ok, mix, None if mem_free is None else mem_free - mem)
     return new - base

@@ -6,8 +6,9 @@
 * ``fgd``: the published FGD scorer, also faithful (sigmoid of the
   fragmentation decrease, truncated to an integer, ties to the first node of
   a fixed node order drawn from the seed).
-* ``fragmentation-aware``: this SDK's FGD.  The same pool of top-scoring
-  nodes, but ties are broken on purpose: CPU-only tasks go where the least
+* ``fragmentation-aware``: this SDK's FGD.  Host memory counts in the
+  fragmentation (a shape without its memory on a node cannot use the node's
+  GPUs); the same pool of top-scoring nodes, but ties are broken on purpose: CPU-only tasks go where the least
   GPU is idle, GPU tasks avoid GPU models that constrained tasks need and
   pristine nodes, sharing tasks take the tightest GPU (see the class).
 * ``binpack`` / ``spread`` / ``random``: simple references.
@@ -143,6 +144,13 @@ class _FragPolicy(SimPolicy):
     ``version`` moved since the shape was last seen.
     """
 
+    memory_aware = False  # does a shape also need its host memory to fit?
+
+    def _mem(self, state: ReplayState, rows: IntArray | None = None) -> IntArray | None:
+        if not self.memory_aware:
+            return None
+        return state.mem_free if rows is None else state.mem_free[rows]
+
     def prepare(self, state: ReplayState, ctx: PolicyContext) -> None:
         super().prepare(state, ctx)
         self.mix = ctx.mix
@@ -151,7 +159,13 @@ class _FragPolicy(SimPolicy):
         self.shape_ok: BoolArray = model_ok[:, state.model_col].T.copy()  # [N, S]
         self.terms = fgd.terms(state.free, ctx.mix)
         self.base = fgd._frag(
-            self.terms.count_ge, self.terms.small, self.terms.total, state.cpu_free, self.shape_ok, ctx.mix
+            self.terms.count_ge,
+            self.terms.small,
+            self.terms.total,
+            state.cpu_free,
+            self.shape_ok,
+            ctx.mix,
+            self._mem(state),
         )
         self.seen = state.version.copy()
         self.cache: dict[tuple[int, ...], tuple[FloatArray, IntArray, IntArray]] = {}
@@ -164,7 +178,13 @@ class _FragPolicy(SimPolicy):
             self.terms.small[moved] = sub.small
             self.terms.total[moved] = sub.total
             self.base[moved] = fgd._frag(
-                sub.count_ge, sub.small, sub.total, state.cpu_free[moved], self.shape_ok[moved], self.mix
+                sub.count_ge,
+                sub.small,
+                sub.total,
+                state.cpu_free[moved],
+                self.shape_ok[moved],
+                self.mix,
+                self._mem(state, moved),
             )
             self.seen[moved] = state.version[moved]
 
@@ -194,6 +214,8 @@ class _FragPolicy(SimPolicy):
                     task.num_gpu,
                     task.cpu,
                     self.mix,
+                    self._mem(state, todo),
+                    task.mem,
                 )
             ver[todo] = state.version[todo]
         return delta, gpu
@@ -208,6 +230,8 @@ class _FragPolicy(SimPolicy):
             task.milli,
             task.cpu,
             self.mix,
+            self._mem(state, todo),
+            task.mem,
         )
 
     def gpus(self, state: ReplayState, node: int, task: SimTask, gpu: IntArray) -> list[int]:
@@ -266,7 +290,11 @@ class FragmentationAware(_FragPolicy):
     1. Score every feasible node as the published FGD does: the exact
        increase of F_n for the best GPU of the node (typical shapes of the
        original trace by frequency, CPU-only shapes counting all idle GPU),
-       mapped to ``int(100 * sigmoid(-delta / 1000))``.  The nodes with the
+       mapped to ``int(100 * sigmoid(-delta / 1000))``.  Unlike the
+       published FGD, a GPU shape fits a node only if the node also has the
+       shape's host memory (the median of the trace's tasks of that shape):
+       the replay enforces host memory, so GPUs left without it are
+       fragmented too.  The nodes with the
        top score form the pool; the integer score is a tolerance that grows
        with the size of the delta.
     2. A CPU-only task takes, in the pool, the node with the least idle GPU
@@ -284,6 +312,7 @@ class FragmentationAware(_FragPolicy):
     """
 
     name = "fragmentation-aware"
+    memory_aware = True
 
     def prepare(self, state: ReplayState, ctx: PolicyContext) -> None:
         mix = fgd.WorkloadMix(ctx.mix.shapes, cpu_only_all_idle=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -66,14 +66,22 @@ def unallocated_at(arrived: FloatArray, allocated: FloatArray, mark: float) -> f
 
 
 def typical_mix(pods: TracePods, coverage: float = 0.95) -> WorkloadMix:
-    """FGD's typical shapes of the original (uninflated) task list."""
-    return WorkloadMix.typical(
-        (
-            (int(pods.cpu_milli[i]), int(pods.gpu_milli[i]), int(pods.num_gpu[i]), pods.spec[i])
-            for i in range(len(pods))
-        ),
-        coverage,
+    """FGD's typical shapes of the original (uninflated) task list.
+
+    Each shape also carries the median host memory of its tasks (``Shape.mem_mib``),
+    which only memory-aware policies look at.
+    """
+    keys = [
+        (int(pods.cpu_milli[i]), int(pods.gpu_milli[i]), int(pods.num_gpu[i]), pods.spec[i]) for i in range(len(pods))
+    ]
+    mix = WorkloadMix.typical(keys, coverage)
+    mems: dict[tuple[int, int, int, frozenset[str] | None], list[int]] = {}
+    for key, mem in zip(keys, pods.memory_mib, strict=True):
+        mems.setdefault(key, []).append(int(mem))
+    shapes = tuple(
+        replace(s, mem_mib=int(np.median(mems[(s.cpu_milli, s.gpu_milli, s.num_gpu, s.models)]))) for s in mix.shapes
     )
+    return replace(mix, shapes=shapes)
 
 
 def replay(

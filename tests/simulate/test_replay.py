@@ -114,3 +114,30 @@ def test_cli_writes_curve_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture
     curve = json.loads((out / "curve.json").read_text())
     assert len(curve["runs"]) == 2 and curve["runs"][0]["arrived"][-1] >= 1.0
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_typical_mix_carries_median_memory(tmp_path: Path) -> None:
+    from hami_devices.simulate.replay import typical_mix
+
+    _, pods_csv = _write(tmp_path, "a,1000,1024,1,500,\nb,1000,4096,1,500,\nc,1000,2048,1,500,\n")
+    mix = typical_mix(load_pods(pods_csv))
+    assert [s.mem_mib for s in mix.shapes] == [2048]
+    assert mix.mem.tolist() == [2048]
+
+
+def test_host_memory_counts_as_fragmentation() -> None:
+    from hami_devices.scheduling import fgd
+
+    mix = fgd.WorkloadMix((fgd.Shape(1000, 1000, 1, None, 1.0, mem_mib=4096),))
+    free = np.array([[1000, 1000]], dtype=np.int64)
+    cpu = np.array([8000], dtype=np.int64)
+    ok = np.ones((1, 1), dtype=bool)
+    # Without the memory check the free GPUs are usable; with 2 GiB left they are stranded.
+    assert fgd.node_fragmentation(free, cpu, ok, mix).tolist() == [0.0]
+    t = fgd.terms(free, mix)
+    stranded = fgd._frag(t.count_ge, t.small, t.total, cpu, ok, mix, np.array([2048], dtype=np.int64))
+    assert stranded.tolist() == [2000.0]
+    # Taking one GPU with a task that leaves too little memory strands the other one.
+    base = fgd._frag(t.count_ge, t.small, t.total, cpu, ok, mix, np.array([6144], dtype=np.int64))
+    delta = fgd.whole_deltas(cpu, ok, t, base, 1, 1000, mix, np.array([6144], dtype=np.int64), 4096)
+    assert delta.tolist() == [1000.0]
