@@ -100,6 +100,10 @@ typedef struct CUlaunchConfig_st {
 } CUlaunchConfig;
 
 #define CU_MEM_ATTACH_GLOBAL 0x1
+
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
 #endif /* __cuda_cuda_h__ */
 
 /* ---- functions the shim wraps ---- */
@@ -164,5 +168,11 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 CUresult cuGraphDestroy(CUgraph hGraph);
 CUresult cuGetErrorName(CUresult error, const char **pStr);
+/* Device identity: the NVML utilization source matches CUDA devices to NVML ones by these. */
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
+#ifndef __cuda_cuda_h__
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev); /* cuda.h maps this name to _v2 */
+#endif
 
 #endif /* HAMI_CUDA_API_H */

@@ -110,6 +110,17 @@ typedef struct {
     unsigned int memory;
 } nvmlUtilization_t;
 
+/* nvmlDeviceGetProcessUtilization: one sample per process that was busy in a
+ * sample period; timeStamp is the CPU time of the sample in microseconds. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 typedef struct {
     unsigned int start;
     unsigned int size;

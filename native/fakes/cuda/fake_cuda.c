@@ -4,7 +4,9 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "hami_cuda_api.h"
@@ -39,8 +41,34 @@ static void after_fork_child(void) {
     hami_ptrmap_after_fork(&g_handles);
 }
 
+/* CUDA ordinal -> fake-state device.  HAMI_FAKE_CUDA_VISIBLE_DEVICES="2,0" shows
+ * state devices 2 and 0 as ordinals 0 and 1, as CUDA_VISIBLE_DEVICES reorders a
+ * real host's GPUs; unset, ordinal i is state device i. */
+static int g_order[HAMI_FAKE_GPU_MAX_DEVICES];
+static int g_count;
+
+static hami_fake_device *state_of(int dev) { return &g_state->devices[g_order[dev]]; }
+
+static void choose_visible(void) {
+    const char *v = getenv("HAMI_FAKE_CUDA_VISIBLE_DEVICES");
+    g_count = 0;
+    if (!v || !*v) {
+        for (uint32_t i = 0; i < g_state->device_count; i++) g_order[g_count++] = (int)i;
+        return;
+    }
+    for (const char *p = v; *p && g_count < HAMI_FAKE_GPU_MAX_DEVICES;) {
+        char *end;
+        long i = strtol(p, &end, 10);
+        if (end == p) break;
+        if (i >= 0 && (uint32_t)i < g_state->device_count) g_order[g_count++] = (int)i;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') break;
+    }
+}
+
 static void attach(void) {
     g_state = hami_fake_gpu_attach("CUDA");
+    if (g_state) choose_visible();
     g_default_kernel_ns = hami_fake_default_kernel_ns();
     for (int i = 0; i < HAMI_FAKE_GPU_MAX_DEVICES; i++) g_ctx[i].device = i;
     pthread_atfork(NULL, NULL, after_fork_child);
@@ -54,13 +82,13 @@ static int ready(void) {
 static hami_fake_proc *proc_of(int dev) {
     hami_fake_proc *p = __atomic_load_n(&g_proc[dev], __ATOMIC_ACQUIRE);
     if (!p) {
-        p = hami_fake_proc_slot(&g_state->devices[dev], (int32_t)getpid());
+        p = hami_fake_proc_slot(state_of(dev), (int32_t)getpid());
         __atomic_store_n(&g_proc[dev], p, __ATOMIC_RELEASE);
     }
     return p;
 }
 
-static int valid_dev(int dev) { return ready() && dev >= 0 && (uint32_t)dev < g_state->device_count; }
+static int valid_dev(int dev) { return ready() && dev >= 0 && dev < g_count; }
 
 static CUresult current_dev(int *dev) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
@@ -75,11 +103,11 @@ EXPORT void hamiFakeCudaSetKernelNs(uint64_t ns) { t_kernel_ns = ns; }
 /* Process teardown: a driver frees everything a process held. */
 __attribute__((destructor)) static void give_back_all(void) {
     if (!g_state) return;
-    for (uint32_t d = 0; d < g_state->device_count; d++) {
+    for (int d = 0; d < g_count; d++) {
         hami_fake_proc *p = g_proc[d];
         if (!p) continue;
         uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
-        __atomic_fetch_sub(&g_state->devices[d].used_bytes, b, __ATOMIC_ACQ_REL);
+        __atomic_fetch_sub(&state_of(d)->used_bytes, b, __ATOMIC_ACQ_REL);
     }
 }
 
@@ -88,7 +116,7 @@ EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
 
 EXPORT CUresult cuDeviceGetCount(int *count) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    *count = (int)g_state->device_count;
+    *count = g_count;
     return CUDA_SUCCESS;
 }
 
@@ -104,9 +132,67 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
     return CUDA_SUCCESS;
 }
 
+/* Identity of a state device: from the fake NVML's fixture ($HAMI_FAKE_NVML_FIXTURE,
+ * "uuid =" and "bus_id =" of the matching [gpu] section) when one is set, so the
+ * two fakes describe the same GPUs; otherwise the fake NVML's defaults. */
+static void identity(int index, char uuid[96], char bus_id[32]) {
+    snprintf(uuid, 96, "GPU-00000000-0000-0000-0000-%012x", (unsigned)index);
+    snprintf(bus_id, 32, "00000000:%02X:00.0", 0x10 + (unsigned)index);
+    const char *path = getenv("HAMI_FAKE_NVML_FIXTURE");
+    FILE *f = path && *path ? fopen(path, "re") : NULL;
+    if (!f) return;
+    char line[512];
+    int section = -1;
+    while (fgets(line, sizeof line, f)) {
+        char key[64], value[128];
+        if (strncmp(line, "[gpu]", 5) == 0) {
+            if (++section == index) {
+                /* Defaults for this index, as the fake NVML gives them. */
+                snprintf(uuid, 96, "GPU-00000000-0000-0000-0000-%012x", (unsigned)index);
+                snprintf(bus_id, 32, "00000000:%02X:00.0", 0x10 + (unsigned)index);
+            }
+            continue;
+        }
+        if (section != index || sscanf(line, " %63[^= ] = %127s", key, value) != 2) continue;
+        if (!strcmp(key, "uuid")) snprintf(uuid, 96, "%.95s", value);
+        else if (!strcmp(key, "bus_id")) snprintf(bus_id, 32, "%.31s", value);
+    }
+    fclose(f);
+}
+
+EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+    if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    char uuid[96], bus[32];
+    unsigned int d = 0, b = 0, v = 0, fn = 0;
+    identity(g_order[dev], uuid, bus);
+    sscanf(bus, "%x:%x:%x.%x", &d, &b, &v, &fn);
+    snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.%x", d, b, v, fn); /* CUDA's form: 0000:18:00.0 */
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *out, CUdevice dev) {
+    if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    char uuid[96], bus[32];
+    identity(g_order[dev], uuid, bus);
+    const char *p = strncasecmp(uuid, "GPU-", 4) == 0 ? uuid + 4 : uuid;
+    memset(out->bytes, 0, sizeof out->bytes);
+    for (int n = 0; *p && n < 32; p++) {
+        int x = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+              : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+        if (x < 0) continue; /* dashes */
+        out->bytes[n / 2] = (char)((unsigned char)out->bytes[n / 2] | (n % 2 ? x : x << 4));
+        n++;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetUuid(CUuuid *out, CUdevice dev) { return cuDeviceGetUuid_v2(out, dev); }
+
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = g_state->devices[dev].total_bytes;
+    *bytes = state_of(dev)->total_bytes;
     return CUDA_SUCCESS;
 }
 
@@ -126,14 +212,14 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device) { return current_dev(device); }
 EXPORT CUresult cuCtxSynchronize(void) {
     int dev;
     CUresult rc = current_dev(&dev);
-    if (rc == CUDA_SUCCESS) hami_fake_synchronize(&g_state->devices[dev]);
+    if (rc == CUDA_SUCCESS) hami_fake_synchronize(state_of(dev));
     return rc;
 }
 
 /* ---- memory ---- */
 
 static CUresult take(int dev, uint64_t bytes) {
-    hami_fake_device *d = &g_state->devices[dev];
+    hami_fake_device *d = state_of(dev);
     if (hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     if (hami_fake_reap_dead(d) > 0 && hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -185,7 +271,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     uint64_t size;
     int32_t dev;
     if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
-    hami_fake_mem_give(&g_state->devices[dev], proc_of(dev), size);
+    hami_fake_mem_give(state_of(dev), proc_of(dev), size);
     return CUDA_SUCCESS;
 }
 
@@ -210,7 +296,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     uint64_t size;
     int32_t dev;
     if (hami_ptrmap_take(&g_handles, handle, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
-    hami_fake_mem_give(&g_state->devices[dev], proc_of(dev), size);
+    hami_fake_mem_give(state_of(dev), proc_of(dev), size);
     return CUDA_SUCCESS;
 }
 
@@ -218,7 +304,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
     int dev;
     CUresult rc = current_dev(&dev);
     if (rc != CUDA_SUCCESS) return rc;
-    hami_fake_device *d = &g_state->devices[dev];
+    hami_fake_device *d = state_of(dev);
     uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
     *total = d->total_bytes;
     *free_ = used < d->total_bytes ? d->total_bytes - used : 0;
@@ -247,7 +333,7 @@ EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
 
 EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
     if (hStream && ready()) {
-        hami_fake_synchronize(&g_state->devices[hStream->device]);
+        hami_fake_synchronize(state_of(hStream->device));
         return CUDA_SUCCESS;
     }
     return cuCtxSynchronize();
@@ -263,7 +349,7 @@ static CUresult run(CUstream stream) {
         if (rc != CUDA_SUCCESS) return rc;
     }
     uint64_t ns = t_kernel_ns != UINT64_MAX ? t_kernel_ns : g_default_kernel_ns;
-    hami_fake_run_kernel(&g_state->devices[dev], proc_of(dev), ns);
+    hami_fake_run_kernel(state_of(dev), proc_of(dev), ns);
     return CUDA_SUCCESS;
 }
 

@@ -24,6 +24,7 @@ static const struct { const char *name; void *fn; } TABLE[] = {
     ENTRY(cuLaunchCooperativeKernel), ENTRY(cuLaunchCooperativeKernel_ptsz), ENTRY(cuGraphCreate),
     ENTRY(cuGraphInstantiateWithFlags), ENTRY(cuGraphDestroy), ENTRY(cuGraphExecDestroy), ENTRY(cuGraphLaunch),
     ENTRY(cuGraphLaunch_ptsz), ENTRY(cuGetErrorName), ENTRY(cuGetProcAddress), ENTRY(cuGetProcAddress_v2),
+    ENTRY(cuDeviceGetPCIBusId), ENTRY(cuDeviceGetUuid), ENTRY(cuDeviceGetUuid_v2),
 };
 
 static void *find(const char *name) {

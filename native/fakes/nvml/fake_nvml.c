@@ -23,12 +23,22 @@
  *   util = <gpu %> <memory %>         temp = 35               power_mw = 70000
  *   proc = <pid> <used MiB>           (repeatable)
  *   gi = <nvml profile index> <start> (an existing GPU instance with one full compute instance)
- *   unsupported = power temp util numa memory_v2 processes   (these return NOT_SUPPORTED)
+ *   unsupported = power temp util numa memory_v2 processes procutil   (these return NOT_SUPPORTED;
+ *                                     procutil = nvmlDeviceGetProcessUtilization)
  *   lost = 1                          (every query but name/uuid/PCI returns GPU_IS_LOST)
  *   mig_refuse = <nvml code>          (instance creation returns this code)
  *
  * With $HAMI_FAKE_GPU_STATE naming an existing fake-GPU state file
- * (native/include/hami_fake_gpu.h), used memory and processes come from it.
+ * (native/include/hami_fake_gpu.h), used memory, processes and utilization
+ * come from it: NVML device i is fake-GPU-state device i.  Utilization is
+ * sampled the way a driver samples it, from the state's busy_ns counters:
+ * each query of this library takes a snapshot (at most one per
+ * SAMPLE_MIN_NS; nvmlInit takes one too; before the first, all counters
+ * were zero when the state was created), and a sample is the busy time
+ * between two consecutive snapshots over their distance.  The snapshot history
+ * is private to the calling process (a driver's sample buffer is not), so two
+ * processes see different sample timestamps; each sample is still exact for
+ * the interval it covers.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -38,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,7 +109,7 @@ typedef struct fake_gpu {
     int mig; /* -1 unsupported, 0 disabled, 1 enabled */
     unsigned int util_gpu, util_mem, temp, power_mw;
     int lost, mig_refuse;
-    int no_power, no_temp, no_util, no_numa, no_memory_v2, no_processes;
+    int no_power, no_temp, no_util, no_numa, no_memory_v2, no_processes, no_procutil;
     unsigned int nprocs, proc_pid[MAX_PROCS];
     unsigned long long proc_mib[MAX_PROCS];
     unsigned int nlinks;
@@ -228,6 +239,7 @@ static void set_unsupported(fake_gpu *g, char *value) {
         else if (!strcmp(tok, "numa")) g->no_numa = 1;
         else if (!strcmp(tok, "memory_v2")) g->no_memory_v2 = 1;
         else if (!strcmp(tok, "processes")) g->no_processes = 1;
+        else if (!strcmp(tok, "procutil")) g->no_procutil = 1;
     }
 }
 
@@ -350,16 +362,99 @@ static void attach_state(void) {
         void *m = mmap(NULL, sizeof(hami_fake_gpu_state), PROT_READ, MAP_SHARED, fd, 0);
         if (m != MAP_FAILED) {
             const hami_fake_gpu_state *s = m;
-            if (s->magic == HAMI_FAKE_GPU_MAGIC && s->version == HAMI_FAKE_GPU_VERSION) g_state = s;
+            if (s->magic == HAMI_FAKE_GPU_MAGIC && s->version == HAMI_FAKE_GPU_VERSION)
+                __atomic_store_n(&g_state, s, __ATOMIC_RELEASE);
             else munmap(m, sizeof(hami_fake_gpu_state));
         }
     }
     close(fd);
 }
 
+static pthread_mutex_t g_state_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static const hami_fake_device *state_device(const fake_gpu *g) {
+    if (!__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) && g_loaded) {
+        /* The fake runtime may create the file after nvmlInit: look again. */
+        pthread_mutex_lock(&g_state_lock);
+        if (!g_state) attach_state();
+        pthread_mutex_unlock(&g_state_lock);
+    }
     if (!g_state || g->index >= g_state->device_count || g->index >= HAMI_FAKE_GPU_MAX_DEVICES) return NULL;
     return &g_state->devices[g->index];
+}
+
+/* ---- utilization sampling (see the top of the file) ---- */
+
+#define SAMPLE_HISTORY 32
+#define SAMPLE_MIN_NS 1000000ull
+
+typedef struct {
+    unsigned long long t_us; /* CLOCK_REALTIME, microseconds (NVML's sample timestamps) */
+    uint64_t mono_ns;        /* CLOCK_MONOTONIC, the fake state's clock */
+    uint64_t dev_busy;
+    int32_t pid[HAMI_FAKE_GPU_MAX_PROCS];
+    uint64_t busy[HAMI_FAKE_GPU_MAX_PROCS];
+} util_snapshot;
+
+typedef struct {
+    unsigned int count, head; /* ring: head = next slot to write */
+    util_snapshot snap[SAMPLE_HISTORY];
+    uint64_t rates_mono_ns, rates_busy; /* previous nvmlDeviceGetUtilizationRates reading */
+} util_history;
+
+static util_history g_hist[MAX_GPUS];
+static pthread_mutex_t g_hist_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned long long realtime_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+}
+
+static const util_snapshot *snapshot_at(const util_history *h, unsigned int age) {
+    /* age 0 = newest */
+    return &h->snap[(h->head + SAMPLE_HISTORY - 1 - age) % SAMPLE_HISTORY];
+}
+
+/* Adds a snapshot of the device's counters unless the newest is younger than SAMPLE_MIN_NS.  Caller holds g_hist_lock. */
+static void take_snapshot(const fake_gpu *g) {
+    const hami_fake_device *d = state_device(g);
+    util_history *h = &g_hist[g->index];
+    if (!d) return;
+    uint64_t now = hami_fake_now_ns();
+    if (h->count && now - snapshot_at(h, 0)->mono_ns < SAMPLE_MIN_NS) return;
+    if (!h->count && g_state->created_ns < now) {
+        /* No history yet: every counter was zero when the state was created. */
+        util_snapshot *z = &h->snap[h->head];
+        memset(z, 0, sizeof *z);
+        z->mono_ns = g_state->created_ns;
+        z->t_us = realtime_us() - (now - g_state->created_ns) / 1000ull;
+        h->head = (h->head + 1) % SAMPLE_HISTORY;
+        h->count = 1;
+    }
+    util_snapshot *s = &h->snap[h->head];
+    s->mono_ns = now;
+    s->t_us = realtime_us();
+    s->dev_busy = __atomic_load_n(&d->busy_ns, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
+        s->pid[i] = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE);
+        s->busy[i] = __atomic_load_n(&d->procs[i].busy_ns, __ATOMIC_ACQUIRE);
+    }
+    h->head = (h->head + 1) % SAMPLE_HISTORY;
+    if (h->count < SAMPLE_HISTORY) h->count++;
+}
+
+static void snapshot_all(void) {
+    pthread_mutex_lock(&g_hist_lock);
+    for (unsigned int i = 0; i < g_ngpus; i++) take_snapshot(&g_gpus[i]);
+    pthread_mutex_unlock(&g_hist_lock);
+}
+
+static unsigned int percent(uint64_t part, uint64_t whole) {
+    /* Rounded, not truncated: a caller integrating many samples sees no bias. */
+    if (!whole) return 0;
+    uint64_t p = (part * 100 + whole / 2) / whole;
+    return p > 100 ? 100u : (unsigned int)p;
 }
 
 /* ------------------------------------------------------------------ handles */
@@ -399,10 +494,14 @@ static nvmlReturn_t do_init(void) {
     if (!g_loaded) {
         r = load_fixture();
         if (r == NVML_SUCCESS) {
-            g_loaded = 1;
+            pthread_mutex_lock(&g_state_lock);
             attach_state();
+            pthread_mutex_unlock(&g_state_lock);
+            g_loaded = 1;
         }
     }
+    /* The driver has been sampling all along: start this process's history now. */
+    if (r == NVML_SUCCESS && g_state) snapshot_all();
     if (r == NVML_SUCCESS) g_refcount++;
     pthread_mutex_unlock(&g_lock);
     return r;
@@ -472,6 +571,44 @@ API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t 
     *device = (nvmlDevice_t)&g_gpus[index];
     return NVML_SUCCESS;
 }
+
+/* Lookups by identity (how a CUDA device is matched to its NVML device). */
+API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
+    nvmlReturn_t r = check_init();
+    if (r) return r;
+    if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < g_ngpus; i++) {
+        if (strcasecmp(g_gpus[i].uuid, uuid) != 0) continue;
+        if (g_gpus[i].lost) return NVML_ERROR_GPU_IS_LOST;
+        *device = (nvmlDevice_t)&g_gpus[i];
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+#ifndef HAMI_FAKE_NVML_OLD
+static int parse_bus_id(const char *text, unsigned int v[4]) {
+    /* "dddddddd:bb:dd.f", "dddd:bb:dd.f" or "bb:dd.f" (domain 0) */
+    v[0] = v[1] = v[2] = v[3] = 0;
+    if (sscanf(text, "%x:%x:%x.%x", &v[0], &v[1], &v[2], &v[3]) == 4) return 1;
+    v[0] = 0;
+    return sscanf(text, "%x:%x.%x", &v[1], &v[2], &v[3]) == 3;
+}
+
+API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device) {
+    nvmlReturn_t r = check_init();
+    if (r) return r;
+    unsigned int want[4], have[4];
+    if (!pciBusId || !device || !parse_bus_id(pciBusId, want)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < g_ngpus; i++) {
+        if (!parse_bus_id(g_gpus[i].bus_id, have) || memcmp(want, have, sizeof want) != 0) continue;
+        if (g_gpus[i].lost) return NVML_ERROR_GPU_IS_LOST;
+        *device = (nvmlDevice_t)&g_gpus[i];
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+#endif
 
 API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
     nvmlReturn_t r = check_init();
@@ -671,8 +808,71 @@ API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilizat
     if (g->no_util) return NVML_ERROR_NOT_SUPPORTED;
     util->gpu = g->util_gpu;
     util->memory = g->util_mem;
+    const hami_fake_device *d = state_device(g);
+    if (d) {
+        /* Device-wide: busy time since this process's previous reading (since nvmlInit the first time). */
+        pthread_mutex_lock(&g_hist_lock);
+        util_history *h = &g_hist[g->index];
+        uint64_t now = hami_fake_now_ns(), busy = __atomic_load_n(&d->busy_ns, __ATOMIC_ACQUIRE);
+        if (!h->rates_mono_ns && h->count) {
+            const util_snapshot *first = snapshot_at(h, h->count - 1);
+            h->rates_mono_ns = first->mono_ns;
+            h->rates_busy = first->dev_busy;
+        }
+        uint64_t since = h->rates_mono_ns;
+        util->gpu = since && now > since ? percent(busy - h->rates_busy, now - since) : 0;
+        h->rates_mono_ns = now;
+        h->rates_busy = busy;
+        take_snapshot(g);
+        pthread_mutex_unlock(&g_hist_lock);
+    }
     return NVML_SUCCESS;
 }
+
+#ifndef HAMI_FAKE_NVML_OLD
+API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                                 unsigned int *processSamplesCount,
+                                                 unsigned long long lastSeenTimeStamp) {
+    fake_gpu *g;
+    nvmlReturn_t r = live_gpu(device, &g);
+    if (r) return r;
+    if (!processSamplesCount) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->no_procutil) return NVML_ERROR_NOT_SUPPORTED;
+    const hami_fake_device *d = state_device(g);
+    if (!d) return NVML_ERROR_NOT_FOUND; /* no shared state: no process ever ran a kernel */
+    pthread_mutex_lock(&g_hist_lock);
+    take_snapshot(g);
+    const util_history *h = &g_hist[g->index];
+    unsigned int n = 0, cap = utilization ? *processSamplesCount : 0;
+    /* Oldest interval first; an interval (prev, cur] is a sample period ending at cur->t_us. */
+    for (unsigned int age = h->count > 1 ? h->count - 1 : 0; age-- > 0;) {
+        const util_snapshot *prev = snapshot_at(h, age + 1), *cur = snapshot_at(h, age);
+        if (cur->t_us <= lastSeenTimeStamp) continue;
+        uint64_t dt = cur->mono_ns - prev->mono_ns;
+        for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
+            if (cur->pid[i] <= 0) continue;
+            uint64_t before = prev->pid[i] == cur->pid[i] ? prev->busy[i] : 0;
+            if (cur->busy[i] <= before) continue; /* idle in this period: no sample, as NVML */
+            if (n < cap) {
+                nvmlProcessUtilizationSample_t *u = &utilization[n];
+                u->pid = (unsigned int)cur->pid[i];
+                u->timeStamp = cur->t_us;
+                u->smUtil = percent(cur->busy[i] - before, dt);
+                u->memUtil = u->encUtil = u->decUtil = 0;
+            }
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&g_hist_lock);
+    if (n == 0) return NVML_ERROR_NOT_FOUND;
+    if (!utilization || n > cap) {
+        *processSamplesCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    *processSamplesCount = n;
+    return NVML_SUCCESS;
+}
+#endif
 
 API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int *temp) {
     fake_gpu *g;

@@ -23,6 +23,7 @@ PAIRS: dict[str, type[ctypes.Structure]] = {
     "nvmlProcessInfo_t": pynvml.c_nvmlProcessInfo_v3_t,
     "nvmlProcessInfo_v1_t": ProcessInfoV1,
     "nvmlUtilization_t": pynvml.c_nvmlUtilization_t,
+    "nvmlProcessUtilizationSample_t": pynvml.c_nvmlProcessUtilizationSample_t,
     "nvmlGpuInstancePlacement_t": pynvml.c_nvmlGpuInstancePlacement_t,
     "nvmlGpuInstanceProfileInfo_t": pynvml.c_nvmlGpuInstanceProfileInfo_t,
     "nvmlGpuInstanceProfileInfo_v2_t": pynvml.c_nvmlGpuInstanceProfileInfo_v2_t,
