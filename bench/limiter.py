@@ -8,6 +8,8 @@ launch_overhead_ns      added per cuLaunchKernel by the shim with no compute lim
 over_limit_bytes_max    worst excess over the limit in an 8-process x 4-thread alloc/free storm, by the
                         region's high-water mark and by the fake driver's own count of bytes held
 compute_error_points    worst |measured - target| utilization for limits 10/30/50/80 over 5 s windows
+compute_error_points_nvml  the same, with the shim measuring through NVML (the fake libnvidia-ml's
+                        per-process samples, HAMI_UTILIZATION_SOURCE=nvml) as on a real host
 Targets: launch <= 50 ns, alloc+free <= 1000 ns, over-limit 0, compute error <= 5.
 
 Overheads are medians over interleaved repetitions (with and without the shim alternate, so drift
@@ -108,24 +110,40 @@ def storm(exe: Path, tmp: Path, iters: int) -> tuple[int, int]:
     return max(0, peak - limit, fake_peak - limit), refused
 
 
-def compute(exe: Path, tmp: Path, window: float) -> dict[int, float]:
+def nvml_env(tmp: Path) -> dict[str, str]:
+    """What makes the shim measure through the fake NVML: its folder first on the library path, a fixture."""
+    fixture = tmp / "nvml.conf"
+    if not fixture.exists():  # written once: workloads read it while later ones start
+        fixture.write_text("[gpu]\nname = NVIDIA Fake GPU\n")
+    nvml = fake_library("nvml/libnvidia-ml.so.1").parent
+    return {
+        "HAMI_UTILIZATION_SOURCE": "nvml",
+        "HAMI_FAKE_NVML_FIXTURE": str(fixture),
+        "LD_LIBRARY_PATH": f"{nvml}:{fake_library('libcuda.so.1').parent}",
+    }
+
+
+def compute(exe: Path, tmp: Path, window: float, nvml: bool = False) -> dict[int, float]:
     warmup = 1.0
     loads = {}
+    tag = "n" if nvml else "c"
     for target in TARGETS:
         env = dict(
-            base_env(tmp, f"c{target}"),
+            base_env(tmp, f"{tag}{target}"),
             LD_PRELOAD=str(shim_library("libhami_cuda.so")),
             HAMI_DEVICE_CORE_LIMIT=str(target),
-            HAMI_REGION_PATH=str(tmp / f"c{target}.region"),
+            HAMI_REGION_PATH=str(tmp / f"{tag}{target}.region"),
         )
+        if nvml:
+            env.update(nvml_env(tmp))
         loads[target] = subprocess.Popen(
             [str(exe), "launch", "kernel", "2000", str(warmup + window + 0.5), "0"], env=env, stdout=subprocess.DEVNULL
         )
     time.sleep(warmup)
-    before = {t: fake_gpu_snapshot(tmp / f"c{t}.state")[0].busy_ns for t in TARGETS}
+    before = {t: fake_gpu_snapshot(tmp / f"{tag}{t}.state")[0].busy_ns for t in TARGETS}
     t0 = time.monotonic()
     time.sleep(window)
-    after = {t: fake_gpu_snapshot(tmp / f"c{t}.state")[0].busy_ns for t in TARGETS}
+    after = {t: fake_gpu_snapshot(tmp / f"{tag}{t}.state")[0].busy_ns for t in TARGETS}
     elapsed = time.monotonic() - t0
     for proc in loads.values():
         proc.wait()
@@ -142,12 +160,15 @@ def main() -> None:
         alloc_ns, launch_ns, medians = overheads(exe, tmp, reps=3 if args.quick else 7, n=200_000)
         over, refused = storm(exe, tmp, iters=5_000 if args.quick else 20_000)
         util = compute(exe, tmp, window=2.0 if args.quick else 5.0)
+        util_nvml = compute(exe, tmp, window=2.0 if args.quick else 5.0, nvml=True)
     result = {
         "alloc_free_overhead_ns": round(max(alloc_ns, 0.0), 1),
         "launch_overhead_ns": round(max(launch_ns, 0.0), 1),
         "over_limit_bytes_max": over,
         "compute_error_points": round(max(abs(util[t] - t) for t in TARGETS), 2),
         "compute_utilization_pct": {str(t): round(u, 2) for t, u in util.items()},
+        "compute_error_points_nvml": round(max(abs(util_nvml[t] - t) for t in TARGETS), 2),
+        "compute_utilization_pct_nvml": {str(t): round(u, 2) for t, u in util_nvml.items()},
         "storm_refusals": refused,
         "raw_medians_ns": {k: round(v, 1) for k, v in medians.items()},
         "targets": {
@@ -155,6 +176,7 @@ def main() -> None:
             "alloc_free_overhead_ns": 1000,
             "over_limit_bytes_max": 0,
             "compute_error_points": 5,
+            "compute_error_points_nvml": 5,
         },
     }
     print(json.dumps(result))

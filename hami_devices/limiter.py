@@ -17,6 +17,22 @@ Environment a workload needs (the adapters set it):
 
 The CUDA shim also reads ``CUDA_DEVICE_MEMORY_LIMIT[_i]``, ``CUDA_DEVICE_SM_LIMIT[_i]`` and
 ``CUDA_DEVICE_MEMORY_SHARED_CACHE``.  A region that exists is authoritative over those variables.
+
+Compute limits are steered by the device time the allocation's own processes used.  The CUDA
+shim measures it, per device, from the first source that works:
+
+1. NVML (``libnvidia-ml.so.1``, loaded by soname) when it knows the CUDA device by UUID or PCI bus
+   id: the per-process samples of ``nvmlDeviceGetProcessUtilization``, summed over the region's
+   pids, so other allocations on the same GPU are not counted.  Where the driver has no
+   per-process samples (``NOT_SUPPORTED``, e.g. MIG or old drivers) it falls back to the
+   device-wide ``nvmlDeviceGetUtilizationRates``, which over-counts on a shared GPU.
+2. The fake runtimes' shared state, when ``HAMI_FAKE_GPU_STATE`` is set (tests, benchmark).
+3. NVML by index (NVML index taken as the CUDA ordinal) when nothing better matched.
+4. None: open-loop pacing by an assumed device time per launch (``HAMI_COMPUTE_LAUNCH_COST_US``).
+
+``HAMI_UTILIZATION_SOURCE``    ``nvml``, ``fake`` or ``none`` forces one source (tests and
+                               diagnostics); ``auto`` or unset: the order above.  ``nvml`` also
+                               allows the index assumption when UUID and PCI lookups fail.
 """
 
 from __future__ import annotations

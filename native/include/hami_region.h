@@ -74,7 +74,13 @@ typedef struct hami_region_device {
     int64_t err_ns;           /* integral of (target - measured) device time */
     uint64_t util_x100;       /* measured utilization of this region's processes, percent * 100 */
     uint64_t util_at_ns;      /* CLOCK_MONOTONIC time util_x100 was published; 0 = never */
-    uint64_t pad[4];
+    /* NVML utilization source (shims/common/busy_nvml.c): its running count lives
+     * here, not in one process, so whichever process runs the controller
+     * continues the same count.  These were padding (zero) in older builds. */
+    uint64_t nvml_busy_ns;    /* device time integrated from NVML samples so far */
+    uint64_t nvml_seen_us;    /* timeStamp of the newest per-process sample integrated */
+    uint64_t nvml_rates_ns;   /* CLOCK_MONOTONIC of the last device-wide reading (fallback) */
+    uint64_t pad[1];
 } hami_region_device;
 
 typedef struct hami_region_proc {

@@ -1,20 +1,42 @@
 /* Device time of the region's processes, read from the fake runtimes' shared
- * state (tests and the benchmark).  Selected only when $HAMI_FAKE_GPU_STATE is set. */
+ * state (tests and the benchmark).  Selected when $HAMI_FAKE_GPU_STATE is set
+ * and NVML does not know the device, or by HAMI_UTILIZATION_SOURCE=fake. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <string.h>
 
 #include "hami_fake_gpu.h"
 #include "shim_core.h"
 
 static hami_fake_gpu_state *g_fake;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_order[HAMI_REGION_MAX_DEVICES]; /* region device -> fake-state device */
+static int g_count;
 
-static void attach(void) { g_fake = hami_fake_gpu_attach(hami_g_shim.tag ? hami_g_shim.tag : "CUDA"); }
+static void attach(void) {
+    const char *tag = hami_g_shim.tag ? hami_g_shim.tag : "CUDA";
+    g_fake = hami_fake_gpu_attach(tag);
+    if (!g_fake) return;
+    /* The fake libcuda's HAMI_FAKE_CUDA_VISIBLE_DEVICES reorders its ordinals: follow it. */
+    const char *v = strcmp(tag, "CUDA") == 0 ? getenv("HAMI_FAKE_CUDA_VISIBLE_DEVICES") : NULL;
+    if (!v || !*v) {
+        for (uint32_t i = 0; i < g_fake->device_count && i < HAMI_REGION_MAX_DEVICES; i++) g_order[g_count++] = (int)i;
+        return;
+    }
+    for (const char *p = v; *p && g_count < HAMI_REGION_MAX_DEVICES;) {
+        char *end;
+        long i = strtol(p, &end, 10);
+        if (end == p) break;
+        if (i >= 0 && (uint32_t)i < g_fake->device_count) g_order[g_count++] = (int)i;
+        if (*end != ',') break;
+        p = end + 1;
+    }
+}
 
 uint64_t hami_busy_from_fake_state(const hami_region *r, int device) {
     pthread_once(&g_once, attach);
-    if (!g_fake || device < 0 || (uint32_t)device >= g_fake->device_count) return UINT64_MAX;
-    const hami_fake_device *fd = &g_fake->devices[device];
+    if (!g_fake || device < 0 || device >= g_count) return UINT64_MAX;
+    const hami_fake_device *fd = &g_fake->devices[g_order[device]];
     uint64_t sum = 0;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
         int32_t pid = __atomic_load_n(&r->shm->proc[i].pid, __ATOMIC_ACQUIRE);

@@ -115,6 +115,8 @@ void hami_shim_setup(const hami_shim_config *cfg) {
     }
     pthread_atfork(NULL, NULL, after_fork_child);
     hami_g_shim.mode = HAMI_SHIM_ACTIVE;
+    if (cfg->busy_source && __atomic_load_n(&hami_g_shim.region->shm->core_limited_mask, __ATOMIC_ACQUIRE))
+        hami_busy_source_prime(cfg->busy_source);
 }
 
 int hami_shim_reserve(int device, uint64_t bytes) {

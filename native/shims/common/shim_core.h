@@ -4,6 +4,7 @@
 #ifndef HAMI_SHIM_CORE_H
 #define HAMI_SHIM_CORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hami_region.h"
@@ -55,8 +56,21 @@ static inline void hami_shim_throttle(int device) {
 
 /* Busy-time sources (busy_fake.c, busy_nvml.c). */
 uint64_t hami_busy_from_fake_state(const hami_region *r, int device);
+/* The region's own processes' device time from NVML's per-process samples
+ * (device-wide utilization where the driver has no per-process samples). */
 uint64_t hami_busy_from_nvml(const hami_region *r, int device);
-/* Picks the fake state when $HAMI_FAKE_GPU_STATE is set, else NVML, else none. */
+/* $HAMI_UTILIZATION_SOURCE = nvml | fake | none forces one source.  Otherwise
+ * (auto), per device: NVML when libnvidia-ml.so.1 loads and knows the device
+ * by UUID or PCI bus id, else the fake state when $HAMI_FAKE_GPU_STATE is set,
+ * else NVML by index, else none (open loop).  allow_nvml = 0: no NVML at all. */
 hami_busy_source_fn hami_default_busy_source(int allow_nvml);
+/* Loads what a source needs now (called at setup when a compute limit is set). */
+void hami_busy_source_prime(hami_busy_source_fn fn);
+int hami_nvml_available(void);
+/* A vendor's device identity for the NVML source: fills uuid ("GPU-...") and
+ * bus_id ("0000:18:00.0"), either may be left empty; returns non-zero when the
+ * runtime cannot tell yet (asked again later). */
+typedef int (*hami_device_identity_fn)(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len);
+void hami_busy_set_identity(hami_device_identity_fn fn);
 
 #endif

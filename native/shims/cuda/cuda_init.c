@@ -33,6 +33,26 @@ static void after_fork_child(void) {
     hami_ptrmap_after_fork(&hami_cuda_handles);
 }
 
+/* UUID and PCI bus id of a CUDA ordinal, for the NVML utilization source. */
+static int cuda_identity(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len) {
+    CUdevice dev = device;
+    if (hami_real.cuDeviceGet) {
+        CUresult rc = hami_real.cuDeviceGet(&dev, device);
+        if (rc == CUDA_ERROR_NOT_INITIALIZED) return -1;
+        if (rc != CUDA_SUCCESS) return 0;
+    }
+    CUuuid u;
+    if (hami_real.cuDeviceGetUuid_v2 && hami_real.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS) {
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        snprintf(uuid, uuid_len,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                 b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    }
+    if (hami_real.cuDeviceGetPCIBusId && hami_real.cuDeviceGetPCIBusId(bus_id, (int)bus_len, dev) != CUDA_SUCCESS)
+        bus_id[0] = '\0';
+    return 0;
+}
+
 static void init_once(void) {
     /* The application (or the CUDA runtime) may have dlopen'ed the driver
      * privately, out of RTLD_NEXT's reach; open it by soname instead. */
@@ -44,7 +64,13 @@ static void init_once(void) {
 #define HAMI_RESOLVE(name) hami_real.name = (__typeof__(&name))hami_real_dlsym(h, #name);
         HAMI_CUDA_WRAPPED(HAMI_RESOLVE)
         hami_real.cuCtxGetDevice = (__typeof__(&cuCtxGetDevice))hami_real_dlsym(h, "cuCtxGetDevice");
+        hami_real.cuDeviceGet = (__typeof__(&cuDeviceGet))hami_real_dlsym(h, "cuDeviceGet");
+        hami_real.cuDeviceGetUuid_v2 = (__typeof__(&cuDeviceGetUuid_v2))hami_real_dlsym(h, "cuDeviceGetUuid_v2");
+        if (!hami_real.cuDeviceGetUuid_v2) /* drivers before CUDA 11.4: same signature, older name */
+            hami_real.cuDeviceGetUuid_v2 = (__typeof__(&cuDeviceGetUuid_v2))hami_real_dlsym(h, "cuDeviceGetUuid");
+        hami_real.cuDeviceGetPCIBusId = (__typeof__(&cuDeviceGetPCIBusId))hami_real_dlsym(h, "cuDeviceGetPCIBusId");
     }
+    hami_busy_set_identity(cuda_identity);
     hami_shim_config cfg = {
         .tag = "CUDA",
         .memory_vars = MEMORY_VARS,

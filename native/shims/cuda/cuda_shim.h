@@ -22,6 +22,10 @@
 typedef struct hami_cuda_real {
     HAMI_CUDA_WRAPPED(HAMI_DECLARE_REAL)
     __typeof__(&cuCtxGetDevice) cuCtxGetDevice;
+    /* device identity, for matching CUDA devices to NVML ones */
+    __typeof__(&cuDeviceGet) cuDeviceGet;
+    __typeof__(&cuDeviceGetUuid_v2) cuDeviceGetUuid_v2;
+    __typeof__(&cuDeviceGetPCIBusId) cuDeviceGetPCIBusId;
 } hami_cuda_real;
 
 extern hami_cuda_real hami_real;

@@ -1,0 +1,109 @@
+"""Compute limits measured through NVML, as on a real NVIDIA host, against the fake libnvidia-ml.
+
+The fake NVML (native/fakes/nvml) samples the fake GPU's shared state, so its per-process
+utilization samples and its device-wide utilization describe the kernels the fake libcuda ran.
+The workloads find it by soname (its folder leads LD_LIBRARY_PATH) and read their GPUs from a
+fixture, exactly as the shim finds a host's driver.  What each allocation got is measured
+independently of NVML: the busy nanoseconds of its own pids in the fake state over one window.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from hami_devices import limiter
+from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
+from tests.limiter.conftest import Drivers
+from tests.limiter.helpers import Env, need
+from tests.limiter.test_compute import RUN_S, TOLERANCE, WARMUP_S, WINDOW_S
+
+# Two GPUs with the fake NVML's default UUIDs and bus ids (which the fake libcuda reports too).
+FIXTURE = "[gpu]\nname = NVIDIA Fake GPU\n[gpu]\nname = NVIDIA Fake GPU\n"
+
+
+def nvml_env(wenv: Env, name: str, fixture: str = FIXTURE, **extra: str) -> dict[str, str]:
+    path = wenv.tmp / f"{name}.conf"
+    path.write_text(fixture)
+    env = wenv.build(HAMI_FAKE_GPU_STATE=str(wenv.tmp / f"{name}.state"), HAMI_FAKE_NVML_FIXTURE=str(path), **extra)
+    nvml = need(limiter.fake_library, "nvml/libnvidia-ml.so.1").parent
+    env["LD_LIBRARY_PATH"] = f"{nvml}:{env['LD_LIBRARY_PATH']}"
+    return env
+
+
+def launch(drivers: Drivers, env: dict[str, str], region: Path, devices: str = "0") -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(drivers.cuda), "launch", "kernel", "1000", str(RUN_S), devices],
+        env={**env, "HAMI_REGION_PATH": str(region)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def pid_busy(state: Path, pids: list[int]) -> int:
+    return sum(fake_gpu_snapshot(state)[0].process_busy_ns.get(pid, 0) for pid in pids)
+
+
+def shares(groups: list[tuple[Path, list[subprocess.Popen[str]]]]) -> list[float]:
+    """Percent of the window each group's pids kept their device busy, after the warm-up."""
+    time.sleep(WARMUP_S)
+    before, t0 = [pid_busy(s, [p.pid for p in ps]) for s, ps in groups], time.monotonic()
+    time.sleep(WINDOW_S)
+    after, t1 = [pid_busy(s, [p.pid for p in ps]) for s, ps in groups], time.monotonic()
+    for _, procs in groups:
+        for proc in procs:
+            _, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err
+    return [(a - b) / (t1 - t0) / 1e7 for a, b in zip(after, before, strict=True)]
+
+
+def test_two_allocations_on_one_gpu_each_hold_their_share(drivers: Drivers, wenv: Env) -> None:
+    """Allocation A (two processes, 30 %) and B (one process, 50 %) share one GPU.
+
+    Per-process samples: each holds its own share.  The same scenario on a driver without
+    per-process samples (the device-wide fallback, which is what HAMi-core measures) is run
+    alongside as the control: each allocation then counts the other's kernels as its own and A,
+    whose limit is the lower, is starved.  The control also shows that, left to choose, the shim
+    takes NVML over the fake state: the fake state alone would have held A's share.
+    """
+    groups = []
+    for name, fixture, source in [
+        ("per-process", FIXTURE, "nvml"),
+        ("device-wide", FIXTURE.replace("[gpu]\nname", "[gpu]\nunsupported = procutil\nname", 1), "auto"),
+    ]:
+        env = nvml_env(wenv, name, fixture, HAMI_UTILIZATION_SOURCE=source)
+        a, b = wenv.tmp / f"{name}-a.r", wenv.tmp / f"{name}-b.r"
+        Region.create(a, [DeviceLimit(0, 30)]).close()
+        Region.create(b, [DeviceLimit(0, 50)]).close()
+        state = Path(env["HAMI_FAKE_GPU_STATE"])
+        groups += [(state, [launch(drivers, env, a), launch(drivers, env, a)]), (state, [launch(drivers, env, b)])]
+    per_a, per_b, wide_a, _ = shares(groups)
+    assert abs(per_a - 30) <= TOLERANCE and abs(per_b - 50) <= TOLERANCE, (per_a, per_b)
+    assert wide_a < 30 - 3 * TOLERANCE, wide_a
+
+
+def test_cuda_ordinals_are_matched_to_nvml_devices_by_uuid(drivers: Drivers, wenv: Env) -> None:
+    """CUDA ordinals 0 and 1 are the fake GPUs 1 and 0 (as CUDA_VISIBLE_DEVICES=1,0 would make them).
+
+    Taking NVML's index for the ordinal would steer each device by the other's utilization.
+    """
+    env = nvml_env(
+        wenv,
+        "swapped",
+        HAMI_UTILIZATION_SOURCE="nvml",
+        HAMI_FAKE_CUDA_DEVICES="2",
+        HAMI_FAKE_CUDA_VISIBLE_DEVICES="1,0",
+    )
+    Region.create(wenv.region, [DeviceLimit(0, 30), DeviceLimit(0, 70)]).close()
+    proc = launch(drivers, env, wenv.region, "0,1")
+    state = Path(env["HAMI_FAKE_GPU_STATE"])
+    time.sleep(WARMUP_S)
+    before, t0 = [d.busy_ns for d in fake_gpu_snapshot(state)], time.monotonic()
+    time.sleep(WINDOW_S)
+    after, t1 = [d.busy_ns for d in fake_gpu_snapshot(state)], time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    gpu0, gpu1 = [(a - b) / (t1 - t0) / 1e7 for a, b in zip(after, before, strict=True)]
+    assert abs(gpu1 - 30) <= TOLERANCE and abs(gpu0 - 70) <= TOLERANCE, (gpu1, gpu0)
