@@ -10,7 +10,8 @@
   fragmentation (a shape without its memory on a node cannot use the node's
   GPUs); the same pool of top-scoring nodes, but ties are broken on purpose: CPU-only tasks go where the least
   GPU is idle, GPU tasks avoid GPU models that constrained tasks need and
-  pristine nodes, sharing tasks take the tightest GPU (see the class).
+  pristine nodes, sharing tasks take the tightest GPU; GPU tasks also count
+  GPU share their node's CPU and memory can no longer feed (see the class).
 * ``binpack`` / ``spread`` / ``random``: simple references.
 
 A policy returns ``(node, gpu slots)`` or None when it declines (only when no
@@ -297,6 +298,13 @@ class FragmentationAware(_FragPolicy):
        fragmented too.  The nodes with the
        top score form the pool; the integer score is a tolerance that grows
        with the size of the delta.
+    1b. For a GPU task the delta also counts stranded GPU share: the idle
+       thousandths of a node beyond what its free CPU and host memory can
+       feed at the trace's own ratios (CPU and memory per GPU thousandth of
+       the typical GPU shapes).  The increase of that is added to the delta
+       and the pool recomputed, over the nodes whose model is no scarcer
+       (key a below) than the plain FGD pool's, so CPU-rich nodes of a
+       model constrained tasks need are not taken for it.
     2. A CPU-only task takes, in the pool, the node with the least idle GPU
        share (its CPU is worth least to GPU tasks there), then the least
        free CPU.
@@ -323,6 +331,22 @@ class FragmentationAware(_FragPolicy):
         ok = self.shape_ok & constrained[None, :]
         accepted_gpus = (ok * state.gpu_count[:, None]).sum(axis=0).astype(np.float64)
         self.scarcity: FloatArray = (ok * (mix.weight / np.maximum(accepted_gpus, 1.0))).sum(axis=1)
+        # Host resources the trace's GPU tasks ask per thousandth of GPU (typical shapes, by frequency).
+        gpu = (mix.milli * mix.num).astype(np.float64)
+        w = mix.weight * (gpu > 0)
+        self.cpu_per_milli = float((w * mix.cpu).sum() / max(float((w * gpu).sum()), 1.0))
+        self.mem_per_milli = float((w * mix.mem).sum() / max(float((w * gpu).sum()), 1.0))
+
+    def _stranded(self, gpu_free: IntArray, cpu_free: IntArray, mem_free: IntArray) -> FloatArray:
+        """Idle GPU thousandths beyond what the node's free CPU or memory can feed at the trace's ratios."""
+        fed = np.minimum(cpu_free / self.cpu_per_milli, mem_free / self.mem_per_milli)
+        return np.maximum(0.0, gpu_free - fed)
+
+    def stranding_delta(self, state: ReplayState, rows: IntArray, task: SimTask) -> FloatArray:
+        """How much placing ``task`` on each node of ``rows`` adds to that node's stranded GPU share."""
+        g, c, m = state.free[rows].sum(axis=1), state.cpu_free[rows], state.mem_free[rows]
+        after = self._stranded(g - task.request_milli, c - task.cpu, m - task.mem)
+        return after - self._stranded(g, c, m)
 
     def choose(self, state: ReplayState, task: SimTask, feasible: BoolArray) -> Choice:
         cand = np.flatnonzero(feasible)
@@ -331,6 +355,11 @@ class FragmentationAware(_FragPolicy):
         delta, gpu = self.deltas(state, task, feasible)
         score = _sigmoid_score(delta[cand])
         pool = cand[score == score.max()]
+        if task.num_gpu > 0:
+            # Count stranded GPU share too, but never reach for a model scarcer than FGD's own pool offers.
+            ok = cand[self.scarcity[cand] <= self.scarcity[pool].min()]
+            score = _sigmoid_score(delta[ok] + self.stranding_delta(state, ok, task))
+            pool = ok[score == score.max()]
         if task.num_gpu == 0:
             order = np.lexsort((self.rank[pool], state.cpu_free[pool], state.free[pool].sum(axis=1)))
             return int(pool[order[0]]), []
