@@ -141,3 +141,19 @@ def test_host_memory_counts_as_fragmentation() -> None:
     base = fgd._frag(t.count_ge, t.small, t.total, cpu, ok, mix, np.array([6144], dtype=np.int64))
     delta = fgd.whole_deltas(cpu, ok, t, base, 1, 1000, mix, np.array([6144], dtype=np.int64), 4096)
     assert delta.tolist() == [1000.0]
+
+
+def test_stranded_share_is_idle_gpu_the_host_cannot_feed() -> None:
+    from hami_devices.simulate.policies import FragmentationAware
+
+    policy = FragmentationAware.__new__(FragmentationAware)
+    policy.cpu_per_milli = 10.0  # the trace asks 10 CPU-milli per GPU-milli: 10 cores per whole GPU
+    policy.mem_per_milli = 64.0
+    gpu, cpu, mem = np.array([2000, 2000]), np.array([10_000, 40_000]), np.array([1 << 30, 1 << 30])
+    # 10 cores feed one GPU: of 2 idle GPUs one is stranded; 40 cores feed both.
+    assert policy._stranded(gpu, cpu, mem).tolist() == [1000.0, 0.0]
+    # A 500-milli task taking 8 cores leaves 1500 idle milli with 2 cores: 1300 stranded, 300 more than before.
+    after = policy._stranded(gpu - 500, cpu - 8_000, mem)
+    assert (after - policy._stranded(gpu, cpu, mem)).tolist() == [300.0, 0.0]
+    # Memory strands the same way.
+    assert policy._stranded(np.array([1000]), np.array([40_000]), np.array([32_000])).tolist() == [500.0]
