@@ -7,15 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.allocation import release
-from hami_devices.cli.common import add_json, default_ledger_path
+from hami_devices.cli.common import add_json, config_from, default_ledger_path
 from hami_devices.cli.output import emit_json
 from hami_devices.ledger import SqliteLedger
+from hami_devices.registry import load_vendors
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("release", help="release an allocation by its handle id")
     parser.add_argument("handle_id", metavar="HANDLE_ID")
     parser.add_argument("--ledger", metavar="FILE", type=Path, help="SQLite ledger (default: as for allocate)")
+    parser.add_argument("--config", metavar="FILE", help="configuration YAML (as given to allocate)")
     add_json(parser)
     parser.set_defaults(func=run)
 
@@ -23,7 +25,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     ledger = SqliteLedger(args.ledger or default_ledger_path())
     try:
-        handle = release(ledger, args.handle_id, {})
+        registry = load_vendors(config=config_from(args))
+        handle = release(ledger, args.handle_id, registry.adapters)
     finally:
         ledger.close()
     if args.json:
