@@ -96,6 +96,10 @@ int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uin
 
 int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time) {
     if (hami_region_lock(r) != HAMI_OK) return -HAMI_E_LOCK;
+    /* A process that exited holding memory keeps its slot until it is dead
+     * (hami_region_leave); a newcomer gives such slots back, so that it sees
+     * the memory they held as free from its first cuMemGetInfo. */
+    reclaim_locked(r);
     int slot = -1;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS && slot < 0; i++) {
         hami_region_proc *p = &r->shm->proc[i];
@@ -107,15 +111,8 @@ int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time) {
             slot = i;
         }
     }
-    for (int pass = 0; pass < 2 && slot < 0; pass++) {
-        if (pass == 1) reclaim_locked(r);
-        for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
-            if (r->shm->proc[i].pid == 0) {
-                slot = i;
-                break;
-            }
-        }
-    }
+    for (int i = 0; i < HAMI_REGION_MAX_PROCS && slot < 0; i++)
+        if (r->shm->proc[i].pid == 0) slot = i;
     if (slot >= 0) {
         hami_region_proc *p = &r->shm->proc[slot];
         memset(p->used, 0, sizeof p->used);
@@ -131,6 +128,17 @@ void hami_region_unregister(hami_region *r, int slot) {
     if (hami_region_lock(r) != HAMI_OK) return;
     free_slot_locked(r, &r->shm->proc[slot]);
     hami_region_unlock(r);
+}
+
+int hami_region_leave(hami_region *r, int slot) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS) return 0;
+    if (hami_region_lock(r) != HAMI_OK) return 0;
+    hami_region_proc *p = &r->shm->proc[slot];
+    int idle = 1;
+    for (int d = 0; d < HAMI_REGION_MAX_DEVICES && idle; d++) idle = p->used[d] == 0;
+    if (idle) free_slot_locked(r, p);
+    hami_region_unlock(r);
+    return idle;
 }
 
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes) {

@@ -1,6 +1,7 @@
 /* Process identity: a pid alone is reused by the kernel, so slots also record
  * the start time from /proc/<pid>/stat (field 22, clock ticks since boot). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,34 +11,50 @@
 
 #include "hami_region.h"
 
-uint64_t hami_proc_start_time(int32_t pid) {
+/* 1: *out holds the start time; 0: no such process, or a zombie (it holds no
+ * device memory); -1: cannot tell (out of file descriptors or memory, ...). */
+static int read_start_time(int32_t pid, uint64_t *out) {
     if (pid <= 0) return 0;
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
     ssize_t n = read(fd, buf, sizeof buf - 1);
+    int e = errno;
     close(fd);
-    if (n <= 0) return 0;
+    if (n < 0) return e == ESRCH ? 0 : -1; /* ESRCH: it exited after the open */
+    if (n == 0) return 0;
     buf[n] = '\0';
     /* The command name (field 2) may hold spaces and ')', so parse after the last ')'. */
     char *p = strrchr(buf, ')');
-    if (!p) return 0;
+    if (!p) return -1;
     p++;
     char *save = NULL;
     char *tok = strtok_r(p, " ", &save); /* field 3: state */
-    if (!tok || tok[0] == 'Z' || tok[0] == 'X') return 0; /* a zombie holds no device memory */
+    if (!tok) return -1;
+    if (tok[0] == 'Z' || tok[0] == 'X') return 0; /* a zombie holds no device memory */
     for (int field = 4; field <= 22; field++) {
         tok = strtok_r(NULL, " ", &save);
-        if (!tok) return 0;
+        if (!tok) return -1;
     }
     uint64_t v = strtoull(tok, NULL, 10);
-    return v ? v : 1; /* 0 means "no such process"; a start at tick 0 is not distinguishable otherwise */
+    *out = v ? v : 1; /* 0 means "no such process"; a start at tick 0 is not distinguishable otherwise */
+    return 1;
+}
+
+uint64_t hami_proc_start_time(int32_t pid) {
+    uint64_t v = 0;
+    return read_start_time(pid, &v) == 1 ? v : 0;
 }
 
 int hami_proc_alive(int32_t pid, uint64_t start_time) {
-    uint64_t now = hami_proc_start_time(pid);
-    return now != 0 && now == start_time;
+    /* Dead only on evidence: a /proc read that fails for want of descriptors or
+     * memory must not hand a live process's reservations to others. */
+    uint64_t now = 0;
+    int rc = read_start_time(pid, &now);
+    if (rc < 0) return 1;
+    /* 0: its own read failed at registration; then only a pid gone or a zombie is dead. */
+    return rc == 1 && (start_time == 0 || now == start_time);
 }
 
 uint64_t hami_now_ns(void) {

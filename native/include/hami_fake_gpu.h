@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -175,10 +176,33 @@ static inline int hami_fake_pid_dead(int32_t pid) {
     return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
-/* This pid's slot on a device, claimed on first use.  A slot of a dead pid is
- * recycled and its bytes given back, as a real driver frees a dead process's
- * memory.  Returns NULL when all slots are taken by live processes. */
-static inline hami_fake_proc *hami_fake_proc_slot(hami_fake_device *d, int32_t pid) {
+/* Serialises slot claims among the threads of one process.  Without it two
+ * threads making their first call at once could both miss this pid's slot and
+ * claim one each: bytes taken through one slot and given back through the
+ * other leave one slot high and the other wrapped below zero, and when the
+ * process exits the device total is left inflated by the difference for good.
+ * The lock word holds the pid of the holder, so a child forked while another
+ * thread held it sees a foreign pid and takes the lock over instead of
+ * waiting forever.  One word per process, shared by every fake library in it
+ * (a weak, exported symbol: the first definition loaded wins). */
+__attribute__((weak, visibility("default"))) int32_t hami_fake_claim_owner;
+
+static inline void hami_fake_claim_lock(int32_t self) {
+    for (;;) {
+        int32_t cur = __atomic_load_n(&hami_fake_claim_owner, __ATOMIC_ACQUIRE);
+        if (cur == self) { /* another thread of this process holds it */
+            sched_yield();
+            continue;
+        }
+        /* 0 = free; any other pid = inherited across fork() from a parent thread. */
+        if (__atomic_compare_exchange_n(&hami_fake_claim_owner, &cur, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return;
+    }
+}
+
+static inline void hami_fake_claim_unlock(void) { __atomic_store_n(&hami_fake_claim_owner, 0, __ATOMIC_RELEASE); }
+
+static inline hami_fake_proc *hami_fake_proc_slot_locked(hami_fake_device *d, int32_t pid) {
     for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++)
         if (__atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == pid) return &d->procs[i];
     for (int pass = 0; pass < 2; pass++) {
@@ -205,6 +229,17 @@ static inline hami_fake_proc *hami_fake_proc_slot(hami_fake_device *d, int32_t p
     return NULL;
 }
 
+/* This pid's slot on a device, claimed on first use (at most one per pid and
+ * device).  A slot of a dead pid is recycled and its bytes given back, as a real
+ * driver frees a dead process's memory.  Returns NULL when all slots are taken
+ * by live processes. */
+static inline hami_fake_proc *hami_fake_proc_slot(hami_fake_device *d, int32_t pid) {
+    hami_fake_claim_lock(pid);
+    hami_fake_proc *p = hami_fake_proc_slot_locked(d, pid);
+    hami_fake_claim_unlock();
+    return p;
+}
+
 /* Gives back the bytes of dead processes (a real driver frees a killed
  * process's memory); returns how many slots were recycled. */
 static inline int hami_fake_reap_dead(hami_fake_device *d) {
@@ -225,13 +260,41 @@ static inline int hami_fake_reap_dead(hami_fake_device *d) {
     return n;
 }
 
-/* Takes bytes from the device's capacity; 0 on success, -1 when it does not fit. */
+/* Waits (briefly: a recycler killed mid-way must not wedge everyone) until no
+ * slot is being recycled, so the bytes of every pid found dead are off the total. */
+static inline void hami_fake_wait_recycles(hami_fake_device *d) {
+    for (int spins = 0; spins < 10000; spins++) {
+        int busy = 0;
+        for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS && !busy; i++)
+            busy = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == -1;
+        if (!busy) return;
+        sched_yield();
+    }
+}
+
+/* Takes bytes from the device's capacity; 0 on success, -1 when it does not fit.
+ *
+ * A real driver frees a process's memory when the process is torn down, before
+ * it is even a zombie; this fake only learns of a death when it looks.  So
+ * before used_bytes may set a new high-water mark, the bytes of dead pids are
+ * given back first: peak_used_bytes then never counts memory of a process
+ * that was already dead (killed, or exited without its destructors) when the
+ * allocation began -- memory that a limiter is right to have handed out again. */
 static inline int hami_fake_mem_take(hami_fake_device *d, hami_fake_proc *p, uint64_t bytes) {
     uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
-    do {
+    int reaped = 0;
+    for (;;) {
         if (used + bytes > d->total_bytes || used + bytes < used) return -1;
-    } while (!__atomic_compare_exchange_n(&d->used_bytes, &used, used + bytes, 1, __ATOMIC_ACQ_REL,
-                                          __ATOMIC_ACQUIRE));
+        if (!reaped && used + bytes > __atomic_load_n(&d->peak_used_bytes, __ATOMIC_ACQUIRE)) {
+            hami_fake_reap_dead(d);
+            hami_fake_wait_recycles(d);
+            reaped = 1;
+            used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
+            continue;
+        }
+        if (__atomic_compare_exchange_n(&d->used_bytes, &used, used + bytes, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            break;
+    }
     uint64_t now = used + bytes, peak = __atomic_load_n(&d->peak_used_bytes, __ATOMIC_ACQUIRE);
     while (now > peak && !__atomic_compare_exchange_n(&d->peak_used_bytes, &peak, now, 1, __ATOMIC_ACQ_REL,
                                                       __ATOMIC_ACQUIRE)) {

@@ -153,6 +153,11 @@ int hami_region_debug_hold_lock(hami_region *r, unsigned milliseconds);
 int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uint32_t core_limit);
 int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
 void hami_region_unregister(hami_region *r, int slot);
+/* An exiting process: frees its slot if it holds no memory (returns 1).  A slot
+ * still holding memory is left for the reclaim scan, which frees it once the
+ * process is gone or a zombie -- when a driver has really freed that memory,
+ * not while the process is still running its exit handlers (returns 0). */
+int hami_region_leave(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);

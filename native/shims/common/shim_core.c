@@ -47,10 +47,14 @@ static int ensure_slot(void) {
 }
 
 __attribute__((destructor)) static void leave(void) {
-    /* Exiting: the runtime frees this process's device memory, so hand its
-     * reservations back now rather than waiting for a reclaim scan. */
+    /* Exiting.  A process that holds no device memory hands its slot back now.
+     * One that still holds some keeps its reservations: the driver frees that
+     * memory only when the process is torn down (after every exit handler,
+     * this one included), and releasing earlier would let another process of
+     * the allocation be admitted while both hold it -- over the limit.  The
+     * reclaim scan frees the slot once the process is gone or a zombie. */
     if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
-        hami_region_unregister(hami_g_shim.region, hami_g_shim.slot);
+        hami_region_leave(hami_g_shim.region, hami_g_shim.slot);
 }
 
 void hami_shim_setup(const hami_shim_config *cfg) {

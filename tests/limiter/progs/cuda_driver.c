@@ -2,7 +2,8 @@
  * (the fake, found through LD_LIBRARY_PATH), run with or without LD_PRELOAD.
  *
  *   cuda_driver oom                       fill to the limit, then one byte more
- *   cuda_driver storm THREADS ITERS MAXB SEED   concurrent alloc/free storm
+ *   cuda_driver storm THREADS ITERS MAXB SEED [keep]   concurrent alloc/free storm; "keep": exit
+ *                                         still holding what each thread holds at the end
  *   cuda_driver hold BYTES                allocate, print READY, sleep
  *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1"
  *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
@@ -71,12 +72,16 @@ static int cmd_oom(void) {
     return 0;
 }
 
-struct storm_args { int iters; size_t maxb; unsigned seed; long ok, oom; };
+struct storm_args { int iters; size_t maxb; unsigned seed; int keep; long ok, oom; };
+
+/* Every thread makes its first driver call at once: the first calls of a process race hardest. */
+static pthread_barrier_t g_storm_start;
 
 static void *storm_thread(void *arg) {
     struct storm_args *a = arg;
     CUdeviceptr held[4] = {0};
     use_device(0);
+    pthread_barrier_wait(&g_storm_start);
     for (int i = 0; i < a->iters; i++) {
         int k = (int)(rand_r(&a->seed) % 4);
         if (held[k]) {
@@ -90,15 +95,18 @@ static void *storm_thread(void *arg) {
             else { fprintf(stderr, "alloc rc=%d\n", rc); exit(4); }
         }
     }
-    for (int k = 0; k < 4; k++) if (held[k]) cuMemFree_v2(held[k]);
+    if (!a->keep)
+        for (int k = 0; k < 4; k++) if (held[k]) cuMemFree_v2(held[k]);
     return NULL;
 }
 
-static int cmd_storm(int threads, int iters, size_t maxb, unsigned seed) {
+static int cmd_storm(int threads, int iters, size_t maxb, unsigned seed, int keep) {
     pthread_t t[64];
     struct storm_args a[64];
+    if (threads < 1 || threads > 64) return 2;
+    pthread_barrier_init(&g_storm_start, NULL, (unsigned)threads);
     for (int i = 0; i < threads; i++) {
-        a[i] = (struct storm_args){iters, maxb, seed * 131u + (unsigned)i, 0, 0};
+        a[i] = (struct storm_args){iters, maxb, seed * 131u + (unsigned)i, keep, 0, 0};
         pthread_create(&t[i], NULL, storm_thread, &a[i]);
     }
     long ok = 0, oom = 0;
@@ -235,7 +243,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "launch") != 0) use_device(0);
     if (!strcmp(cmd, "oom")) return cmd_oom();
     if (!strcmp(cmd, "storm") && argc >= 6)
-        return cmd_storm(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), (unsigned)atoi(argv[5]));
+        return cmd_storm(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), (unsigned)atoi(argv[5]),
+                         argc >= 7 && !strcmp(argv[6], "keep"));
     if (!strcmp(cmd, "hold") && argc >= 3) return cmd_hold(strtoull(argv[2], NULL, 10));
     if (!strcmp(cmd, "launch") && argc >= 6) return cmd_launch(argv[2], strtoull(argv[3], NULL, 10), atof(argv[4]), argv[5]);
     if (!strcmp(cmd, "lookup") && argc >= 3) return cmd_lookup(strtoull(argv[2], NULL, 10));
