@@ -8,8 +8,10 @@ cannot interleave with another writer.
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -78,9 +80,26 @@ class SqliteLedger(Ledger):
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
-        conn = self._connection()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(SCHEMA)
+        self._initialise(self._connection())
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        """Switch to WAL and create the tables, waiting out other processes doing the same.
+
+        Changing the journal mode does not go through SQLite's busy handler, so two
+        node agents opening a new ledger at once can get "database is locked" here
+        even with a timeout; retry until the busy timeout instead.
+        """
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                time.sleep(random.uniform(0.005, 0.05))
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
