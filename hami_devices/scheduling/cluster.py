@@ -50,9 +50,13 @@ _DEVICE_FIELDS: dict[str, Any] = {
     "cost": 1.0,
     "year": 0,
     "has_traits": False,
+    # Derived, kept up to date by ``_refresh`` on every event that touches a row, so the
+    # engine's filter reads them instead of recombining the fields above per request:
+    "ready": False,  # alive, healthy, schedulable node, not held exclusively, a sharer slot left
+    "mem_free": 0,  # mem_cap - mem_used
 }
 _FLOAT_FIELDS = {"bandwidth", "link_bw", "cost"}
-_BOOL_FIELDS = {"alive", "healthy", "exclusive", "has_traits"}
+_BOOL_FIELDS = {"alive", "healthy", "exclusive", "has_traits", "ready"}
 
 
 class PlacementState(StrEnum):
@@ -108,6 +112,7 @@ class ClusterState:
         self._model_id: dict[str, int] = {}
         self.bookings: dict[str, Booking] = {}
         self.version = 0
+        self.layout_version = 0  # bumped when a device row is added or removed (static columns change)
         self._ids = itertools.count(1)
         self._name_rank: IntArray | None = None  # node row -> rank of its name (tie-breaks)
         self._pairs: dict[tuple[int, int], float] = {}  # topology pair scores by device rows
@@ -149,6 +154,23 @@ class ClusterState:
     cost: FloatArray
     year: IntArray
     has_traits: BoolArray
+    ready: BoolArray
+    mem_free: IntArray
+
+    def _refresh(self, row: int) -> None:
+        """Recompute the derived columns of one row after its fields changed."""
+        self.ready[row] = bool(
+            self.alive[row]
+            and self.healthy[row]
+            and not self.exclusive[row]
+            and self.sharers[row] < self.split[row]
+            and self.node_ok[self.node[row]]
+        )
+        self.mem_free[row] = self.mem_cap[row] - self.mem_used[row]
+
+    def _refresh_node(self, node_name: str) -> None:
+        for row in self.nodes[node_name].devices:
+            self._refresh(row)
 
     def _intern(self, table: dict[str, int], names: list[str], value: str, key: str) -> int:
         if key not in table:
@@ -210,6 +232,7 @@ class ClusterState:
     def set_schedulable(self, name: str, schedulable: bool) -> None:
         self._node(name).schedulable = schedulable
         self.node_ok[self._node_index[name]] = schedulable
+        self._refresh_node(name)
         self.version += 1
 
     def node_row(self, name: str) -> int:
@@ -233,14 +256,18 @@ class ClusterState:
         out = np.zeros((k, k))
         for i in range(k):
             for j in range(i + 1, k):
-                key = (rows[i], rows[j])
-                score = self._pairs.get(key)
-                if score is None:
-                    a, b = self.info(rows[i]), self.info(rows[j])
-                    score = float(a.topology.get(b.uuid, b.topology.get(a.uuid, 0)))
-                    self._pairs[key] = score
-                out[i, j] = out[j, i] = score
+                out[i, j] = out[j, i] = self.pair_score(rows[i], rows[j])
         return out
+
+    def pair_score(self, a: int, b: int) -> float:
+        """Topology pair score of device rows ``a`` and ``b`` as ``a`` reports it (else ``b``; else 0), cached."""
+        key = (a, b)
+        score = self._pairs.get(key)
+        if score is None:
+            info_a, info_b = self.info(a), self.info(b)
+            found = info_a.topology.get(info_b.uuid)
+            score = self._pairs[key] = float(info_b.topology.get(info_a.uuid, 0) if found is None else found)
+        return score
 
     @property
     def node_names(self) -> list[str]:
@@ -293,6 +320,8 @@ class ClusterState:
         self.link_bw[row] = traits.interconnect.bandwidth_gbps if traits else 0.0
         self.cost[row] = traits.relative_cost if traits else 1.0
         self.year[row] = traits.year if traits else 0
+        self._refresh(row)
+        self.layout_version += 1
         self.version += 1
         return row
 
@@ -306,6 +335,8 @@ class ClusterState:
         self._pairs.clear()
         self.alive[row] = False
         self.healthy[row] = False
+        self._refresh(row)
+        self.layout_version += 1
         self._free_rows.append(row)
 
     def set_health(self, uuid: str, health: Health | str, reason: str | None = None) -> None:
@@ -315,6 +346,7 @@ class ClusterState:
         assert info is not None
         self.infos[row] = info.model_copy(update={"health": health, "health_reason": reason})
         self.healthy[row] = health == Health.HEALTHY
+        self._refresh(row)
         self.version += 1
 
     def row(self, uuid: str) -> int:
@@ -392,6 +424,7 @@ class ClusterState:
             self.cores_used[row] += grant.cores
             self.sharers[row] += 1
             self.exclusive[row] |= grant.exclusive
+            self._refresh(row)
         self.node_cpu_free[nrow] -= host_cpu_milli
         self.node_mem_free[nrow] -= host_memory_mib
         node_state.cpu_used += host_cpu_milli
@@ -432,6 +465,7 @@ class ClusterState:
             self.sharers[row] -= 1
             if grant.exclusive:
                 self.exclusive[row] = False
+            self._refresh(row)
         if booking.node in self.nodes:
             nrow = self._node_index[booking.node]
             self.node_cpu_free[nrow] += booking.host_cpu_milli

@@ -24,8 +24,9 @@ best node in turn, and host CPU/memory are charged to the first part's node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -106,14 +107,17 @@ class _PartEval:
     per_scorer: dict[str, FloatArray]
     ctx: ScoreContext
     nodes: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # node row per candidate
-    all_rows: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    codes: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # -1 ok, else DEVICE_CODES index
+    # (live rows, code per row: -1 ok, else DEVICE_CODES index), computed only when explaining
+    explain: Callable[[], tuple[IntArray, IntArray]] | None = None
 
-    @property
+    @cached_property
     def rejected(self) -> dict[int, ReasonCode]:
-        """Row -> first failing reason code (built only when explaining)."""
-        bad = self.codes >= 0
-        return {int(r): DEVICE_CODES[int(k)] for r, k in zip(self.all_rows[bad], self.codes[bad], strict=True)}
+        """Row -> first failing reason code (built only when explaining, in the same decision)."""
+        if self.explain is None:
+            return {}
+        all_rows, codes = self.explain()
+        bad = codes >= 0
+        return {int(r): DEVICE_CODES[int(k)] for r, k in zip(all_rows[bad], codes[bad], strict=True)}
 
 
 @dataclass
@@ -141,6 +145,11 @@ class Engine:
         if missing:
             raise InvalidConfig("weights", f"policy {self.policy.name!r} names unknown scorers: {missing}")
         self.mix = mix
+        self._total_weight = sum(self.weights.values())
+        # scorers whose set score is the default mean of their device scores
+        self._mean_set = {k for k in self.weights if type(self.scorers[k]).score_set is Scorer.score_set}
+        self._masks: dict[tuple[Any, ...], BoolArray] = {}
+        self._mask_layout = (-1, -1)
 
     # ------------------------------------------------------------------ public
     def rank(self, request: ResourceRequest, limit: int = 5) -> list[Placement]:
@@ -176,39 +185,140 @@ class Engine:
         return self._rank(request, 0)[1]
 
     # ------------------------------------------------------------------ filter
-    def _filter(self, part: RequestPart, index: int, request: ResourceRequest) -> _PartEval:
+    def _static_mask(self, key: tuple[Any, ...], build: Callable[[], BoolArray]) -> BoolArray:
+        """A mask over rows [0, size) that depends only on static device columns, cached per layout."""
         c = self.cluster
-        rows = c.live_rows()
-        at = c.live_index()  # a slice when the arrays have no holes: views, not copies
-        n = rows.size
-        mem_total = c.mem_total[at]
-        if part.memory_mib is not None:
-            memory = np.full(n, part.memory_mib, dtype=np.int64)
-        elif part.memory_percent is not None:
-            memory = np.maximum(1, (mem_total * part.memory_percent / 100.0).astype(np.int64))
+        if self._mask_layout != (c.layout_version, c.size):
+            self._masks.clear()
+            self._mask_layout = (c.layout_version, c.size)
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = self._masks[key] = build()
+        return mask
+
+    def _filter(self, part: RequestPart, index: int, request: ResourceRequest) -> _PartEval:
+        """Candidate devices of one part, scored.
+
+        Feasibility is one conjunction over rows [0, size): the cluster's incrementally kept
+        ``ready`` column (alive, healthy, schedulable, not exclusive, a sharer slot left), free
+        memory and cores, and cached masks of the static constraints.  The per-device reason
+        codes (``_device_codes``, first failing filter) are only computed when explaining.
+        """
+        c = self.cluster
+        size = c.size
+        ok = c.ready[:size] & (c.cores_used[:size] <= 100 - part.cores)
+        if part.exclusive:
+            ok &= c.sharers[:size] == 0
+        if part.precision is not None:
+            p = _PRECISION[part.precision]
+            ok &= self._static_mask(("precision", p), lambda: ~(c.has_traits[:size] & (c.tflops[:size, p] <= 0)))
+        if part.vendors or part.exclude_vendors:
+            vendors = (tuple(part.vendors), tuple(part.exclude_vendors))
+            ok &= self._static_mask(
+                ("vendor", vendors),
+                lambda: ~self._name_mask(c.vendor[:size], part.vendors, part.exclude_vendors, c.vendor_id),
+            )
+        if part.models or part.exclude_models:
+            models = (tuple(part.models), tuple(part.exclude_models))
+            ok &= self._static_mask(
+                ("model", models),
+                lambda: ~self._name_mask(c.model[:size], part.models, part.exclude_models, c.model_id),
+            )
+        if part.uuids or part.exclude_uuids:
+            ok &= ~self._uuid_mask(part, np.arange(size))
+        if part.numa_node is not None:
+            ok &= c.numa[:size] == part.numa_node
+        names: list[str | None] | None = None
+        if part.memory_mib is not None and part.partition is None:
+            ok &= c.mem_free[:size] >= part.memory_mib
+            cand = np.flatnonzero(ok)
+            memory = np.full(cand.size, part.memory_mib, dtype=np.int64)
         else:
-            memory = mem_total.copy()  # no memory given: the whole device's memory
-        fails: list[BoolArray] = []
-        fails.append(self._name_mask(c.vendor[at], part.vendors, part.exclude_vendors, c.vendor_id))
-        fails.append(self._name_mask(c.model[at], part.models, part.exclude_models, c.model_id))
-        uuid_bad = np.zeros(n, dtype=bool)
+            pre = np.flatnonzero(ok)
+            need = self._memory_need(part, c.mem_total[pre])
+            if part.partition is not None:
+                part_bad, need, pick = self._partitions(part, pre, need)
+                fits = ~part_bad & (c.mem_used[pre] + need <= c.mem_cap[pre])
+                names = [pick[i] for i in np.flatnonzero(fits)]
+            else:
+                fits = c.mem_used[pre] + need <= c.mem_cap[pre]
+            cand = pre[fits]
+            memory = need[fits]
+        ctx = ScoreContext(c, request, part, index, cand, memory, self.mix)
+        per_scorer: dict[str, FloatArray] = {}
+        device_total = np.zeros(cand.size)
+        weighted = np.empty(cand.size)  # one scratch array: large temporaries cost page faults
+        for name, w in self.weights.items():
+            const = self.scorers[name].constant(ctx) if cand.size else None
+            if const is not None:
+                # Same values as clipping a full array of ``const`` and adding w * it elementwise.
+                value = min(max(float(const), 0.0), 100.0)
+                per_scorer[name] = np.full(cand.size, value)
+                device_total += w * value
+                continue
+            if cand.size:
+                raw = np.asarray(self.scorers[name].score(ctx), dtype=np.float64)
+                score = np.maximum(raw, 0.0)
+                np.minimum(score, 100.0, out=score)  # == np.clip(raw, 0, 100), cheaper
+            else:
+                score = np.zeros(0)
+            per_scorer[name] = score
+            np.multiply(w, score, out=weighted)
+            device_total += weighted
+        device_total /= self._total_weight
+        return _PartEval(
+            part,
+            index,
+            cand,
+            memory,
+            names if names is not None else [None] * cand.size,
+            device_total,
+            per_scorer,
+            ctx,
+            c.node.take(cand),
+            lambda: self._device_codes(part),
+        )
+
+    @staticmethod
+    def _memory_need(part: RequestPart, mem_total: IntArray) -> IntArray:
+        """MiB the part takes on devices of ``mem_total`` (before any partition profile)."""
+        if part.memory_mib is not None:
+            return np.full(mem_total.size, part.memory_mib, dtype=np.int64)
+        if part.memory_percent is not None:
+            return np.maximum(1, (mem_total * part.memory_percent / 100.0).astype(np.int64))
+        return mem_total.copy()  # no memory given: the whole device's memory
+
+    def _uuid_mask(self, part: RequestPart, rows: IntArray) -> BoolArray:
+        c = self.cluster
+        bad = np.zeros(rows.size, dtype=bool)
         if part.uuids or part.exclude_uuids:
             allowed = {c.uuid_index[u] for u in part.uuids if u in c.uuid_index}
             banned = {c.uuid_index[u] for u in part.exclude_uuids if u in c.uuid_index}
             if part.uuids:
-                uuid_bad |= ~np.isin(rows, list(allowed))
-            uuid_bad |= np.isin(rows, list(banned))
-        fails.append(uuid_bad)
+                bad |= ~np.isin(rows, list(allowed))
+            bad |= np.isin(rows, list(banned))
+        return bad
+
+    def _device_codes(self, part: RequestPart) -> tuple[IntArray, IntArray]:
+        """Each live row's first failing filter (index into DEVICE_CODES; -1 passes), for explaining."""
+        c = self.cluster
+        rows = c.live_rows()
+        at = c.live_index()  # a slice when the arrays have no holes: views, not copies
+        n = rows.size
+        memory = self._memory_need(part, c.mem_total[at])
+        fails: list[BoolArray] = []
+        fails.append(self._name_mask(c.vendor[at], part.vendors, part.exclude_vendors, c.vendor_id))
+        fails.append(self._name_mask(c.model[at], part.models, part.exclude_models, c.model_id))
+        fails.append(self._uuid_mask(part, rows))
         fails.append(~c.healthy[at])
         if part.precision is not None:
             fails.append(c.has_traits[at] & (c.tflops[at, _PRECISION[part.precision]] <= 0))
         else:
             fails.append(np.zeros(n, dtype=bool))
         fails.append(np.zeros(n, dtype=bool) if part.numa_node is None else c.numa[at] != part.numa_node)
-        partition: list[str | None] = [None] * n
         part_bad = np.zeros(n, dtype=bool)
         if part.partition is not None:
-            part_bad, memory, partition = self._partitions(part, rows, memory)
+            part_bad, memory, _ = self._partitions(part, rows, memory)
         fails.append(part_bad)
         fails.append(c.exclusive[at])
         fails.append(np.full(n, part.exclusive) & (c.sharers[at] > 0))
@@ -222,23 +332,7 @@ class Engine:
             new = mask & ~bad & node_ok
             code[new] = i
             bad |= mask
-        ok = ~bad & node_ok
-        keep = np.flatnonzero(ok)
-        cand = rows[keep]
-        ctx = ScoreContext(c, request, part, index, cand, memory[keep], self.mix)
-        per_scorer = {
-            name: np.clip(self.scorers[name].score(ctx), 0.0, 100.0) if cand.size else np.zeros(0)
-            for name in self.weights
-        }
-        total_w = sum(self.weights.values())
-        device_total = np.zeros(cand.size)
-        for name, w in self.weights.items():
-            device_total += w * per_scorer[name]
-        device_total /= total_w
-        names: list[str | None] = [partition[i] for i in keep] if part.partition is not None else [None] * cand.size
-        return _PartEval(
-            part, index, cand, memory[keep], names, device_total, per_scorer, ctx, c.node[cand], rows, code
-        )
+        return rows, code
 
     @staticmethod
     def _name_mask(ids: IntArray, include: list[str], exclude: list[str], lookup: Any) -> BoolArray:
@@ -291,12 +385,25 @@ class Engine:
         best: list[int] = positions[:count]
         best_val = -np.inf
         seen: set[tuple[int, ...]] = set()
-        for seed in range(len(positions)):
-            chosen = [seed]
-            while len(chosen) < count:
-                gain = pairs[:, chosen].mean(axis=1) + own
-                gain[chosen] = -np.inf
-                chosen.append(int(np.argmax(gain)))
+        # All seeds grow at once: row s of ``acc`` sums the pair scores of seed s's chosen
+        # devices to every device.  Pair scores are integers, so these sums are exact and
+        # acc / m equals the mean over the chosen columns bit for bit.
+        size = len(positions)
+        seeds = np.arange(size)
+        sets = np.empty((size, count), dtype=np.int64)
+        sets[:, 0] = seeds
+        taken = np.zeros((size, size), dtype=bool)
+        taken[seeds, seeds] = True
+        acc = pairs.copy()
+        for m in range(1, count):
+            gain = acc / m + own
+            gain[taken] = -np.inf
+            pick = np.argmax(gain, axis=1)
+            sets[:, m] = pick
+            taken[seeds, pick] = True
+            acc += pairs[pick]
+        for seed in range(size):
+            chosen = [int(x) for x in sets[seed]]
             key = tuple(sorted(chosen))
             if key in seen:
                 continue
@@ -314,13 +421,22 @@ class Engine:
         idx = np.array(positions, dtype=np.int64)
         per: dict[str, float] = {}
         for name in self.weights:
-            per[name] = self.scorers[name].score_set(ev.ctx, rows, ev.per_scorer[name][idx])
-        total = sum(self.weights[k] * per[k] for k in per) / sum(self.weights.values())
+            values = ev.per_scorer[name][idx]
+            if name in self._mean_set:
+                # Scorer.score_set inlined: float(np.mean(v)) is add.reduce(v) / n, bit for bit.
+                per[name] = float(np.add.reduce(values)) / values.size if values.size else 0.0
+            else:
+                per[name] = self.scorers[name].score_set(ev.ctx, rows, values)
+        total = sum(self.weights[k] * per[k] for k in per) / self._total_weight
         return _Choice(positions, total, per)
 
-    def _node_choice(self, ev: _PartEval, node: int, exclude: set[int]) -> _Choice | None:
-        """The part's best device set on one node, avoiding ``exclude`` rows."""
-        on = np.flatnonzero(ev.nodes == node)
+    def _node_choice(self, ev: _PartEval, node: int, exclude: set[int], pool: IntArray | None = None) -> _Choice | None:
+        """The part's best device set on one node, avoiding ``exclude`` rows.
+
+        ``pool``: ascending candidate positions that include all of the node's (a prefilter
+        shared by the few nodes examined in depth, so each does not scan every candidate).
+        """
+        on = np.flatnonzero(ev.nodes == node) if pool is None else pool[ev.nodes[pool] == node]
         if exclude:
             on = on[~np.isin(ev.rows[on], list(exclude))]
         if on.size < ev.part.count:
@@ -364,11 +480,26 @@ class Engine:
         single = len(evals) == 1 and evals[0].part.count == 1
         if single:
             ev = evals[0]
-            pos = np.flatnonzero(host_ok[c.node[ev.rows]])
+            rank = c.name_rank()
+            if limit == 1 and ev.rows.size:
+                # The devices whose score rounded to 1e-9 is the best, found without rounding every
+                # candidate: rounding is monotone, so only scores within 1e-8 of the best can tie.
+                masked = ev.device_total
+                if not host_ok.all():
+                    masked = np.where(host_ok.take(ev.nodes), masked, -np.inf)
+                high = float(masked.max())
+                if high == -np.inf:
+                    return []
+                if np.isfinite(high):
+                    best = np.round(high, 9)
+                    near = np.flatnonzero(masked >= best - 1e-8)
+                    top = near[np.round(ev.device_total[near], 9) >= best]
+                    order = top[np.lexsort((ev.rows[top], rank[ev.nodes[top]]))]
+                    return [self._single(ev, int(order[0]))]
+            pos = np.flatnonzero(host_ok[ev.nodes])
             if pos.size == 0:
                 return []
             score = np.round(ev.device_total[pos], 9)
-            rank = c.name_rank()
             if limit == 1:
                 top = pos[score >= score.max()]
                 order = top[np.lexsort((ev.rows[top], rank[c.node[ev.rows[top]]]))]
@@ -377,15 +508,7 @@ class Engine:
                 order = pos[np.lexsort((ev.rows[pos], rank[c.node[ev.rows[pos]]], -score))]
                 _, first = np.unique(c.node[ev.rows[order]], return_index=True)
                 picks = order[np.sort(first)][:limit]
-            return [
-                (
-                    float(ev.device_total[p]),
-                    c.node_name(int(c.node[ev.rows[p]])),
-                    [int(p)],
-                    [(ev, self._score_set(ev, [int(p)]))],
-                )
-                for p in picks
-            ]
+            return [self._single(ev, int(p)) for p in picks]
         # Multi-device or multi-part: rank nodes by the sum of each part's best device scores,
         # then examine the best SEARCH_NODES of them in depth.
         node_score = np.zeros(len(c.node_names))
@@ -400,13 +523,14 @@ class Engine:
         cand = np.flatnonzero(feasible)
         if cand.size == 0:
             return []
-        cand = cand[np.argsort(-node_score[cand], kind="stable")][: max(SEARCH_NODES, limit)]
+        cand = cand[_top_stable(node_score[cand], max(SEARCH_NODES, limit))]
+        pools = [np.flatnonzero(np.isin(ev.nodes, cand)) for ev in evals]
         results = []
         for node in cand:
             used: set[int] = set()
             chosen: list[tuple[_PartEval, _Choice]] = []
-            for ev in evals:
-                choice = self._node_choice(ev, int(node), used)
+            for ev, pool in zip(evals, pools, strict=True):
+                choice = self._node_choice(ev, int(node), used, pool)
                 if choice is None:
                     break
                 used.update(int(ev.rows[p]) for p in choice.rows)
@@ -416,6 +540,14 @@ class Engine:
                 results.append((total, c.node_name(int(node)), sorted(used), chosen))
         results.sort(key=lambda r: (-round(r[0], 9), r[1], r[2]))
         return results[:limit]
+
+    def _single(self, ev: _PartEval, p: int) -> tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]:
+        return (
+            float(ev.device_total[p]),
+            self.cluster.node_name(int(ev.nodes[p])),
+            [p],
+            [(ev, self._score_set(ev, [p]))],
+        )
 
     def _rank_split(
         self, evals: list[_PartEval], host_ok: BoolArray
@@ -431,9 +563,10 @@ class Engine:
             best: tuple[float, str, _Choice] | None = None
             best_dev = np.full(len(c.node_names), -np.inf)
             np.maximum.at(best_dev, c.node[ev.rows], ev.device_total)
-            nodes = nodes[np.argsort(-best_dev[nodes], kind="stable")][:SEARCH_NODES]
+            nodes = nodes[_top_stable(best_dev[nodes], SEARCH_NODES)]
+            pool = np.flatnonzero(np.isin(ev.nodes, nodes))
             for node in nodes:
-                choice = self._node_choice(ev, int(node), used)
+                choice = self._node_choice(ev, int(node), used, pool)
                 if choice is None:
                     continue
                 key = (choice.score, c.node_name(int(node)))
@@ -517,6 +650,22 @@ class Engine:
                     if code not in out[info.uuid]:
                         out[info.uuid].append(code)
         return out
+
+
+def _top_stable(values: FloatArray, k: int) -> IntArray:
+    """``np.argsort(-values, kind="stable")[:k]`` without sorting everything.
+
+    Every value tied with the k-th largest is kept before the stable sort of the
+    few survivors, so the order, ties by position included, is the full sort's.
+    """
+    if values.size <= k:
+        return np.argsort(-values, kind="stable")
+    neg = -values
+    kth = np.partition(neg, k - 1)[k - 1]
+    if np.isnan(kth):  # fewer than k numbers: keep the plain sort's semantics
+        return np.argsort(neg, kind="stable")[:k]
+    keep = np.flatnonzero(neg <= kth)
+    return keep[np.argsort(neg[keep], kind="stable")][:k]
 
 
 def load_scorer_plugins(names: Sequence[str] | Mapping[str, float]) -> dict[str, Scorer]:

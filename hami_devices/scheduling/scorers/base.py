@@ -9,7 +9,8 @@ Scorers that judge a *set* of devices (topology) also implement
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,12 +32,25 @@ class ScoreContext:
     rows: IntArray  # candidate device rows
     memory: IntArray  # MiB the part takes on each candidate
     mix: WorkloadMix | None = None
+    # Per-decision memo shared by the scorers (gathered columns, derived figures); read-only.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def column(self, name: str) -> npt.NDArray[Any]:
+        """``cluster.<name>[rows]``, gathered once per context (do not modify the result)."""
+        key = "col:" + name
+        value: npt.NDArray[Any] | None = self.cache.get(key)
+        if value is None:
+            value = self.cache[key] = getattr(self.cluster, name).take(self.rows)
+        return value
 
     @property
     def share(self) -> FloatArray:
         """The fraction of each candidate device the part takes (the scarcer of memory and cores)."""
-        mem = self.memory / np.maximum(self.cluster.mem_capacity(self.rows), 1)
-        return np.maximum(mem, self.part.cores / 100.0)
+        value = self.cache.get("share")
+        if value is None:
+            mem = self.memory / np.maximum(self.column("mem_cap"), 1)
+            value = self.cache["share"] = np.maximum(mem, self.part.cores / 100.0)
+        return value  # type: ignore[no-any-return]
 
 
 class Scorer:
@@ -46,6 +60,14 @@ class Scorer:
 
     def score(self, ctx: ScoreContext) -> FloatArray:
         raise NotImplementedError
+
+    def constant(self, ctx: ScoreContext) -> float | None:
+        """The score every candidate gets when it is the same for all of them (else None).
+
+        Optional shortcut: the engine then skips ``score`` and adds one scalar instead of
+        an array; it must equal what ``score`` would return for every candidate.
+        """
+        return None
 
     def score_set(self, ctx: ScoreContext, rows: Sequence[int], device_scores: FloatArray) -> float:
         return float(np.mean(device_scores)) if len(device_scores) else 0.0

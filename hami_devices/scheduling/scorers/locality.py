@@ -15,6 +15,9 @@ from hami_devices.scheduling.scorers.base import FloatArray, ScoreContext, Score
 class LocalityScorer(Scorer):
     name = "locality"
 
+    def constant(self, ctx: ScoreContext) -> float | None:
+        return None if ctx.request.labels else 100.0
+
     def score(self, ctx: ScoreContext) -> FloatArray:
         wanted = ctx.request.labels
         if not wanted:

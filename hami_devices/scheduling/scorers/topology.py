@@ -17,11 +17,7 @@ from hami_devices.scheduling.scorers.base import FloatArray, ScoreContext, Score
 
 
 def pair_score(cluster: ClusterState, a: int, b: int) -> float:
-    info_a, info_b = cluster.info(a), cluster.info(b)
-    score = info_a.topology.get(info_b.uuid)
-    if score is None:
-        score = info_b.topology.get(info_a.uuid, 0)
-    return float(score)
+    return cluster.pair_score(a, b)  # cached there; cleared when devices come or go
 
 
 def set_pair_score(cluster: ClusterState, rows: Sequence[int]) -> float:
@@ -37,6 +33,9 @@ class TopologyScorer(Scorer):
     def score(self, ctx: ScoreContext) -> FloatArray:
         # Per device there is nothing to judge; the set score decides.
         return np.full(ctx.rows.shape, 100.0)
+
+    def constant(self, ctx: ScoreContext) -> float | None:
+        return 100.0
 
     def score_set(self, ctx: ScoreContext, rows: Sequence[int], device_scores: FloatArray) -> float:
         return set_pair_score(ctx.cluster, rows)

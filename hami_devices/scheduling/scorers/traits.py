@@ -53,26 +53,25 @@ class TraitAffinityScorer(Scorer):
         else:
             flops = np.maximum(c.tflops[rows, _P["bf16"]], c.tflops[rows, _P["fp16"]])
         compute = _ratio(flops)
-        memory = _ratio(c.mem_total[rows].astype(np.float64))
+        memory = _ratio(ctx.column("mem_total").astype(np.float64))
         link = _ratio(c.link_bw[rows]) if ctx.part.count > 1 else compute
         return 100.0 * (0.5 * compute + 0.3 * memory + 0.2 * link)
 
     def _inference(self, ctx: ScoreContext) -> FloatArray:
-        c, rows = ctx.cluster, ctx.rows
         slo = ctx.request.latency_slo_ms
         if slo is None:
-            contention = 1.0 / (1.0 + c.sharers[rows])
-            return 100.0 * (0.6 * _ratio(c.bandwidth[rows]) + 0.4 * contention)
-        latency = estimate_latency_ms(ctx.memory, c.bandwidth[rows], c.sharers[rows])
+            contention = 1.0 / (1.0 + ctx.column("sharers"))
+            return 100.0 * (0.6 * _ratio(ctx.column("bandwidth")) + 0.4 * contention)
+        latency = estimate_latency_ms(ctx.memory, ctx.column("bandwidth"), ctx.column("sharers"))
         meets = latency <= slo
-        cost = c.cost[rows]
+        cost = ctx.column("cost")
         cheapest = float(cost[meets].min()) if meets.any() else 1.0
         with np.errstate(divide="ignore"):
             missing = 50.0 * np.clip(slo / latency, 0.0, 0.999)
         return np.where(meets, 50.0 + 50.0 * cheapest / cost, missing)
 
     def _interactive(self, ctx: ScoreContext) -> FloatArray:
-        year = ctx.cluster.year[ctx.rows].astype(np.float64)
+        year = ctx.column("year").astype(np.float64)
         known = year > 0
         if known.any():
             newest, oldest = float(year[known].max()), float(year[known].min())
@@ -84,6 +83,6 @@ class TraitAffinityScorer(Scorer):
         return 100.0 * (0.6 * age + 0.4 * small)
 
     def _batch(self, ctx: ScoreContext) -> FloatArray:
-        cost = ctx.cluster.cost[ctx.rows]
+        cost = ctx.column("cost")
         cheap = float(cost.min()) / cost
         return 100.0 * (0.5 * cheap + 0.5 * fullness_after(ctx))
