@@ -1,32 +1,26 @@
-"""Build the fake libdcmi.so once per session; point the adapter at it with a private fixture copy per test."""
+"""Point the adapter at the installed fake libdcmi.so, with a private fixture copy per test."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from hami_devices.errors import LimiterError
+from hami_devices.limiter import fake_library
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def _build_native() -> object:
-    spec = importlib.util.spec_from_file_location("hami_build_native", REPO_ROOT / "native" / "build_native.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
-def dcmi_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    builder = _build_native()
-    out = tmp_path_factory.mktemp("native")
-    built: Path = builder.build_target(REPO_ROOT / "native/fakes/dcmi/target.json", out)  # type: ignore[attr-defined]
-    return built
+def dcmi_library() -> Path:
+    """The fake built by ``pip install`` (the same file the CLI and the conformance suite use)."""
+    try:
+        return fake_library("dcmi/libdcmi.so")
+    except LimiterError as exc:
+        pytest.fail(f"{exc} (build with `pip install -e .` or `python native/build_native.py`)")
 
 
 @pytest.fixture
