@@ -7,9 +7,10 @@ from hami_devices.accounting import DeviceUsage
 from hami_devices.adapter import Capability, Probe, VendorAdapter
 from hami_devices.allocation import allocate, release
 from hami_devices.config import HamiConfig, load_config
-from hami_devices.device import Device, DeviceReadings
+from hami_devices.device import Device, DeviceReadings, HostResources
 from hami_devices.discovery import discover
 from hami_devices.errors import (
+    AmbiguousEnvironment,
     DeviceUnavailable,
     HamiError,
     InsufficientResources,
@@ -38,6 +39,8 @@ from hami_devices.models import (
     TaskType,
 )
 from hami_devices.registry import load_vendors
+from hami_devices.rounding import DefaultRule, GrantRule
+from hami_devices.scheduling import ClusterState, Engine, Placement
 from hami_devices.simulated import SimulatedDevice
 from hami_devices.workload import load_workload
 
@@ -46,7 +49,10 @@ __version__ = "0.1.0"
 __all__ = [
     "NOT_AVAILABLE",
     "Allocation",
+    "AmbiguousEnvironment",
     "Capability",
+    "ClusterState",
+    "DefaultRule",
     "Device",
     "DeviceHandle",
     "DeviceInfo",
@@ -54,10 +60,13 @@ __all__ = [
     "DeviceTraits",
     "DeviceUnavailable",
     "DeviceUsage",
+    "Engine",
     "Grant",
+    "GrantRule",
     "HamiConfig",
     "HamiError",
     "Health",
+    "HostResources",
     "InsufficientResources",
     "InvalidConfig",
     "InvalidInventory",
@@ -69,6 +78,7 @@ __all__ = [
     "Metrics",
     "NodeSpec",
     "PartitionProfile",
+    "Placement",
     "Probe",
     "ReasonCode",
     "RequestPart",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
+from hami_devices import accounting, rounding
 from hami_devices import traits as traits_catalog
 from hami_devices.accounting import DeviceUsage
 from hami_devices.config import HamiConfig
@@ -103,36 +104,35 @@ class VendorAdapter(ABC):
         """Round one part onto one device: a partition profile, or a plain share.
 
         The default picks the named profile, or the smallest that fits for
-        ``partition: auto``; vendors override to add placement rules.
+        ``partition: auto``; vendors override to add placement rules (and then
+        say in ``plain_shares`` where their rule is the plain one).
         """
-        memory = part.memory_for(info.memory_mib)
-        cores = part.cores
-        partition: str | None = None
+        profile = None
         if part.partition is not None:
-            # A part that names a partition but no memory takes whatever the profile gives.
-            wanted = memory if part.memory_mib is not None or part.memory_percent is not None else 0
-            profile = self.choose_profile(info, part, wanted, usage)
-            if profile is None:
-                return ReasonCode.CARD_PARTITION_UNAVAILABLE
-            memory, cores, partition = profile.memory_mib, profile.cores, profile.name
-        return Grant.on(
-            info, part_index, memory, cores, exclusive=part.exclusive and partition is None, partition=partition
-        )
+            profile = self.choose_profile(info, part, rounding.wanted_memory(info, part), usage)
+        return rounding.plan_share(info, part, part_index, profile)
 
     def choose_profile(
         self, info: DeviceInfo, part: RequestPart, memory_mib: int, usage: DeviceUsage
     ) -> PartitionProfile | None:
-        profiles = info.partitions or self.partition_catalog(info.model)
-        if part.partition not in (None, "auto"):
-            profiles = [p for p in profiles if p.name == part.partition]
-        fitting = [
-            p
-            for p in profiles
-            if p.memory_mib >= memory_mib
-            and p.cores >= part.cores
-            and usage.partitions.count(p.name) < p.max_instances
-        ]
-        return min(fitting, key=lambda p: (p.memory_mib, p.cores), default=None)
+        return rounding.choose_profile(info.partitions or self.partition_catalog(info.model), part, memory_mib, usage)
+
+    def plain_shares(self, info: DeviceInfo) -> bool:
+        """True when ``plan_grant`` gives a part without a partition the plain share on ``info``, whatever the usage.
+
+        The scheduling engine evaluates such devices over arrays and asks ``plan_grant``
+        for every other one, so an adapter that overrides ``plan_grant`` is asked
+        device by device unless it overrides this too.
+        """
+        return type(self).plan_grant is VendorAdapter.plan_grant
+
+    @property
+    def memory_factor(self) -> float:
+        return accounting.memory_factor(self.config)
+
+    @property
+    def core_capacity(self) -> int:
+        return accounting.core_capacity(self.config)
 
     # -- hardware side effects of an allocation ----------------------------
     def prepare(self, grants: list[Grant]) -> list[Grant]:

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from hami_devices.ledger import Ledger
 
 
+@dataclass(frozen=True)
+class HostResources:
+    """The host CPU and memory of a device's node, and its labels, where an inventory describes them."""
+
+    cpu_milli: int
+    memory_mib: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class DeviceReadings:
     """What the vendor library reports about a device right now."""
@@ -44,6 +53,7 @@ class Device(ABC):
         self._info = info
         self.adapter = adapter
         self.ledger = ledger
+        self.host: HostResources | None = None  # unknown for hardware: placement then ignores host resources
 
     @property
     def info(self) -> DeviceInfo:
@@ -65,9 +75,9 @@ class Device(ABC):
         return allocate([self], request)
 
     def release(self, handle: DeviceHandle | str) -> None:
-        from hami_devices.allocation import release
+        from hami_devices.allocation import release_from
 
-        release(self.ledger, handle, {self.adapter.name: self.adapter})
+        release_from(self.ledger, handle, {self.adapter.name: self.adapter})
 
     def usage(self) -> DeviceUsage:
         return usage_of(self.ledger.grants_on(self.uuid))

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hami_devices.config import HamiConfig
-from hami_devices.device import Device
+from hami_devices.device import Device, HostResources
 from hami_devices.errors import DeviceUnavailable
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
@@ -34,15 +34,21 @@ def discover(
     if inventory is not None:
         inv = inventory if isinstance(inventory, Inventory) else load_inventory_for(inventory, registry, config)
         for node in inv.nodes:
+            host = HostResources(node.cpu_milli, node.memory_mib, dict(node.labels))
             by_vendor: dict[str, list[DeviceInfo]] = {}
             for info in node.devices:
                 by_vendor.setdefault(info.vendor, []).append(info)
+            made: list[Device] = []
             for vendor, infos in by_vendor.items():
                 if vendor not in registry.adapters:
                     reason = registry.failures.get(vendor)
                     detail = reason.error if reason else "no adapter is registered for it"
                     raise DeviceUnavailable(f"inventory node {node.name!r} has {vendor} devices: {detail}")
-                devices.extend(registry.adapters[vendor].simulate(infos, ledger))
+                made.extend(registry.adapters[vendor].simulate(infos, ledger))
+            order = {info.uuid: i for i, info in enumerate(node.devices)}
+            for device in sorted(made, key=lambda d: order[d.uuid]):  # the inventory's order, whatever the vendors
+                device.host = host
+                devices.append(device)
         return devices
     for adapter in registry.adapters.values():
         if safe_probe(adapter).available:

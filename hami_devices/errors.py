@@ -33,6 +33,23 @@ class ReasonCode(StrEnum):
     NODE_INSUFFICIENT_MEMORY = "NodeInsufficientMemory"
     NODE_TOPOLOGY_UNSATISFIED = "NodeTopologyUnsatisfied"
     NODE_UNSCHEDULABLE = "NodeUnschedulable"
+    UNKNOWN_VENDOR = "UnknownVendor"
+    UNKNOWN_MODEL = "UnknownModel"
+    PLACEMENT_STALE = "PlacementStale"
+
+
+CAPACITY_CODES = frozenset(
+    {
+        ReasonCode.CARD_INSUFFICIENT_MEMORY,
+        ReasonCode.CARD_INSUFFICIENT_CORE,
+        ReasonCode.CARD_SPLIT_EXHAUSTED,
+        ReasonCode.CARD_EXCLUSIVELY_HELD,
+        ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE,
+        ReasonCode.NODE_INSUFFICIENT_CPU,
+        ReasonCode.NODE_INSUFFICIENT_MEMORY,
+    }
+)
+"""Codes that describe what others hold right now: they go away as allocations are released."""
 
 
 class HamiError(Exception):
@@ -61,16 +78,58 @@ class InvalidInventory(InvalidRequest):
 class InsufficientResources(HamiError):
     """No placement satisfies the request.
 
-    ``reasons`` maps each rejected device uuid (or node name) to its reason codes.
+    ``reasons`` maps each rejected device uuid (or node name, or ``<request>``) to its
+    reason codes: the full detail, as data.  The message stays short at any cluster
+    size: the count of each code and the nearest misses.  ``permanent`` says whether
+    the request could not fit even on the empty cluster (``True``), only not now
+    (``False``), or was not determined (``None``).
     """
 
-    def __init__(self, message: str, reasons: Mapping[str, Sequence[ReasonCode]] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        reasons: Mapping[str, Sequence[ReasonCode]] | None = None,
+        *,
+        permanent: bool | None = None,
+        nearest: Sequence[str] = (),
+    ) -> None:
         self.reasons: dict[str, list[ReasonCode]] = {k: list(v) for k, v in (reasons or {}).items()}
-        detail = "; ".join(f"{k}: {','.join(v)}" for k, v in sorted(self.reasons.items()))
-        super().__init__(f"{message}" + (f" ({detail})" if detail else ""))
+        self.permanent = permanent
+        self.nearest: list[str] = list(nearest)
+        self.summary_message = message
+        super().__init__(self._text())
 
+    @property
     def codes(self) -> set[ReasonCode]:
         return {code for codes in self.reasons.values() for code in codes}
+
+    @property
+    def counts(self) -> dict[ReasonCode, int]:
+        """How many devices or nodes carry each code, most frequent first."""
+        tally: dict[ReasonCode, int] = {}
+        for codes in self.reasons.values():
+            for code in codes:
+                tally[code] = tally.get(code, 0) + 1
+        return dict(sorted(tally.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def _text(self) -> str:
+        parts = [self.summary_message]
+        if self.reasons:
+            parts.append(", ".join(f"{code} x{n}" for code, n in self.counts.items()))
+        if self.nearest:
+            parts.append("nearest: " + ", ".join(self.nearest[:3]))
+        if self.permanent is not None:
+            parts.append("never fits this cluster" if self.permanent else "fits when capacity frees")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "message": self.summary_message,
+            "permanent": self.permanent,
+            "counts": {str(k): v for k, v in self.counts.items()},
+            "nearest": self.nearest,
+            "reasons": {k: [str(c) for c in v] for k, v in sorted(self.reasons.items())},
+        }
 
 
 class UnknownAllocation(HamiError, KeyError):
@@ -101,6 +160,10 @@ class VendorLibraryError(HamiError):
         if message:
             text += f": {message}"
         super().__init__(text)
+
+
+class AmbiguousEnvironment(HamiError):
+    """An allocation spans several (node, vendor) groups, so it has no single workload environment."""
 
 
 class LimiterError(HamiError):

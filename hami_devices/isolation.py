@@ -64,15 +64,3 @@ def limiter_environment(adapter: VendorAdapter, grants: Sequence[Grant], region_
         env[f"HAMI_DEVICE_CORE_LIMIT_{position}"] = str(core_limit(adapter, grant))
         env.update(adapter.limiter_variables(position, grant))
     return env
-
-
-def merge_environments(envs: Sequence[dict[str, str]]) -> dict[str, str]:
-    """Later vendors add to LD_PRELOAD instead of replacing it."""
-    merged: dict[str, str] = {}
-    for env in envs:
-        for key, value in env.items():
-            if key == "LD_PRELOAD" and key in merged and value not in merged[key].split(":"):
-                merged[key] = f"{merged[key]}:{value}"
-            else:
-                merged[key] = value
-    return merged

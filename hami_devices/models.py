@@ -16,7 +16,16 @@ import uuid as uuid_module
 from enum import StrEnum
 from typing import Any, Literal, Self, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic._internal._model_construction import ModelMetaclass
 
 from hami_devices.errors import InvalidRequest
@@ -201,16 +210,28 @@ class ResourceRequest(HamiModel):
 
     name: str | None = None
     task_type: TaskType = TaskType.BATCH
-    parts: list[RequestPart] = Field(min_length=1)
+    # Host resources come before the parts so that the parts' check can see them.
+    host_cpu_milli: int = Field(default=0, ge=0)
+    host_memory_mib: int = Field(default=0, ge=0)
+    parts: list[RequestPart] = Field(
+        default_factory=list,
+        validate_default=True,
+        description="device parts; none for a task that needs host CPU and memory only",
+    )
     same_node: bool = True
     topology: Literal["none", "preferred", "required"] = "none"
     latency_slo_ms: float | None = Field(default=None, gt=0)
     priority: int = 0
     preemptible: bool = False
     queue: str = "default"
-    host_cpu_milli: int = Field(default=0, ge=0)
-    host_memory_mib: int = Field(default=0, ge=0)
     labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("parts")
+    @classmethod
+    def _asks_for_something(cls, parts: list[RequestPart], info: ValidationInfo) -> list[RequestPart]:
+        if not parts and not (info.data.get("host_cpu_milli") or info.data.get("host_memory_mib")):
+            raise ValueError("a request needs at least one part, or host_cpu_milli / host_memory_mib")
+        return parts
 
     @property
     def device_count(self) -> int:
@@ -270,9 +291,17 @@ def _new_handle_id() -> str:
     return uuid_module.uuid4().hex
 
 
-class DeviceHandle(HamiModel):
-    """One allocation: its grants and the environment for the workload process.
+def group_key(node: str, vendor: str) -> str:
+    """Key of one (node, vendor) process group in a handle's environments and regions."""
+    return f"{node}/{vendor}"
 
+
+class DeviceHandle(HamiModel):
+    """One allocation: its grants and the environment for each workload process group.
+
+    A process group is the grants of one vendor on one node: each vendor's limiter
+    numbers its devices by position in that vendor's visible-devices list, and a
+    process runs on one node, so each group has its own environment and region.
     JSON round-trippable, so a node agent can persist it and a workload launcher
     can receive it.
     """
@@ -280,15 +309,85 @@ class DeviceHandle(HamiModel):
     id: str = Field(default_factory=_new_handle_id)
     request: ResourceRequest
     grants: list[Grant]
-    env: dict[str, str] = Field(default_factory=dict)
+    environments: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="'node/vendor' -> variables for that group's workload processes"
+    )
     regions: dict[str, str] = Field(
-        default_factory=dict, description="vendor -> limiter shared-region file of this allocation"
+        default_factory=dict, description="'node/vendor' -> limiter shared-region file of that group"
     )
     created_at: float = Field(default_factory=time.time)
+    # Where hd.allocate recorded it, so hd.release(handle) needs nothing else; not serialised.
+    _ledger: Any = PrivateAttr(default=None)
+    _adapters: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_single_environment(cls, data: Any) -> Any:
+        """Handles stored before environments were per group had one ``env`` and regions keyed by vendor."""
+        if not isinstance(data, dict) or "env" not in data:
+            return data
+        data = dict(data)
+        env = data.pop("env")
+        grants = data.get("grants") or []
+        first = grants[0] if grants else {}
+        node_of = {g.get("vendor"): g.get("node") for g in grants if isinstance(g, dict)}
+        if isinstance(first, dict) and env:
+            data.setdefault("environments", {group_key(first.get("node", "localhost"), first.get("vendor", "")): env})
+        regions = data.get("regions") or {}
+        data["regions"] = {
+            (k if "/" in k else group_key(node_of.get(k) or "localhost", k)): v for k, v in regions.items()
+        }
+        return data
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when the allocations are; where a handle was recorded (its ledger) is not part of it."""
+        if not isinstance(other, DeviceHandle):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def uuids(self) -> list[str]:
         return [g.uuid for g in self.grants]
+
+    @property
+    def groups(self) -> list[tuple[str, str]]:
+        """The (node, vendor) process groups, in grant order."""
+        return list(dict.fromkeys((g.node, g.vendor) for g in self.grants))
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The workload environment, when the allocation has a single (node, vendor) group.
+
+        Raises ``AmbiguousEnvironment`` otherwise: merging two groups would let one
+        vendor's limits and region overwrite the other's.
+        """
+        if len(self.environments) > 1:
+            from hami_devices.errors import AmbiguousEnvironment
+
+            raise AmbiguousEnvironment(
+                f"allocation {self.id} spans {sorted(self.environments)}; use env_for(node, vendor)"
+            )
+        return next(iter(self.environments.values()), {})
+
+    def env_for(self, node: str | None = None, vendor: str | None = None) -> dict[str, str]:
+        """The environment of one (node, vendor) group; either may be omitted where it is unambiguous."""
+        from hami_devices.errors import AmbiguousEnvironment, InvalidRequest
+
+        keys = [
+            group_key(n, v)
+            for n, v in self.groups
+            if (node is None or n == node) and (vendor is None or v == vendor)
+        ]
+        if not keys:
+            raise InvalidRequest("group", f"allocation {self.id} has no grants on node={node!r} vendor={vendor!r}")
+        if len(keys) > 1:
+            raise AmbiguousEnvironment(f"allocation {self.id}: {keys} match; name the node and the vendor")
+        return self.environments.get(keys[0], {})
+
+    def region_for(self, node: str, vendor: str) -> str | None:
+        return self.regions.get(group_key(node, vendor))
 
 
 Allocation = DeviceHandle

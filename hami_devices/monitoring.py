@@ -16,10 +16,11 @@ MIB = 1024 * 1024
 
 def _region_usage(handle: DeviceHandle, device: Device) -> tuple[MetricValue, MetricValue, list[ProcessUsage]]:
     """Live usage the limiter's region records for this device's slot in the handle."""
-    path = handle.regions.get(device.info.vendor)
+    info = device.info
+    path = handle.region_for(info.node, info.vendor)
     if path is None:
         return NOT_AVAILABLE, NOT_AVAILABLE, []
-    vendor_grants = [g for g in handle.grants if g.vendor == device.info.vendor]
+    vendor_grants = [g for g in handle.grants if g.vendor == info.vendor and g.node == info.node]
     slot = next(i for i, g in enumerate(vendor_grants) if g.uuid == device.uuid)
     from hami_devices import limiter
 

@@ -234,12 +234,9 @@ class Capacity:
 
 def memory_factor(config: HamiConfig) -> float:
     """The share of a device's memory that may be granted (overcommit x scaling x fraction)."""
-    from hami_devices import allocation
+    from hami_devices import accounting
 
-    factor = getattr(allocation, "memory_factor", None)
-    if callable(factor):
-        return float(factor(config))
-    return float(config.device_plugin.memory_overcommit)
+    return accounting.memory_factor(config)
 
 
 def capacity(device: Device) -> Capacity:

@@ -121,7 +121,7 @@ class OverAllocatingDevice(PlainDevice):
         try:
             return super().allocate(request)
         except InsufficientResources as exc:
-            if exc.codes() - {ReasonCode.CARD_INSUFFICIENT_MEMORY, ReasonCode.NODE_INSUFFICIENT_DEVICES}:
+            if exc.codes - {ReasonCode.CARD_INSUFFICIENT_MEMORY, ReasonCode.NODE_INSUFFICIENT_DEVICES}:
                 raise
             req = coerce_request(request)
             grant = Grant(

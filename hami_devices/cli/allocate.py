@@ -32,6 +32,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--partition", help="partition profile name or 'auto'")
     parser.add_argument("--task-type", default="batch", choices=["training", "inference", "batch", "interactive"])
     parser.add_argument("--name", help="task name")
+    parser.add_argument("--policy", help="placement policy (default: scheduler.policy of --config, else binpack)")
     parser.set_defaults(func=run)
 
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = ledger_from(args)
     try:
         devices = devices_from(args, ledger)
-        handle = allocate(devices, request)
+        handle = allocate(devices, request, policy=args.policy)
     finally:
         ledger.close()
     if args.json:
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         ["NODE", "DEVICE", "MODEL", "MEM_MIB", "CORES", "PARTITION"],
         [[g.node, g.uuid, g.model, g.memory_mib, g.cores, g.partition or "-"] for g in handle.grants],
     )
-    print("environment:")
-    for key, value in sorted(handle.env.items()):
-        print(f"  {key}={value}")
+    for group, env in handle.environments.items():
+        print(f"environment of {group}:" if len(handle.environments) > 1 else "environment:")
+        for key, value in sorted(env.items()):
+            print(f"  {key}={value}")
     return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hami_devices.allocation import release
+from hami_devices.allocation import release_from
 from hami_devices.cli.common import add_json, config_from, default_ledger_path
 from hami_devices.cli.output import emit_json
 from hami_devices.ledger import SqliteLedger
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = SqliteLedger(args.ledger or default_ledger_path())
     try:
         registry = load_vendors(config=config_from(args))
-        handle = release(ledger, args.handle_id, registry.adapters)
+        handle = release_from(ledger, args.handle_id, registry.adapters)
     finally:
         ledger.close()
     if args.json:

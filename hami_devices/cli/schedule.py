@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hami_devices.allocation import memory_factor
 from hami_devices.cli.output import emit_json, print_table
-from hami_devices.config import HamiConfig, load_config
-from hami_devices.discovery import complete_inventory, load_inventory_for
 from hami_devices.errors import InsufficientResources
-from hami_devices.registry import load_vendors
-from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
-from hami_devices.scheduling.policies import BUILTIN, load_policies
+from hami_devices.scheduling.policies import BUILTIN
 from hami_devices.workload import load_workload
 
 
@@ -44,22 +39,20 @@ def _grant_text(p: Placement) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config) if args.config else HamiConfig()
-    registry = load_vendors(config=config)
-    inventory = complete_inventory(load_inventory_for(args.inventory, registry, config), registry)
-    cluster = ClusterState.from_inventory(inventory, memory_factor(config))
-    policy_files = [args.policies] if args.policies else config.scheduler.policy_files
-    user: dict[str, Any] | None = None
-    for file in policy_files:
-        user = {**(user or {}), **load_policies(file)}
-    engine = Engine(cluster, args.policy or config.scheduler.policy, user_policies=user)
+    engine = Engine.from_config(args.inventory, args.config, policy=args.policy, policies=args.policies)
     results: list[dict[str, Any]] = []
     for request in load_workload(args.workload):
         entry: dict[str, Any] = {"task": request.name, "task_type": str(request.task_type)}
         try:
             placement = engine.schedule(request)
         except InsufficientResources as exc:
-            entry.update(placed=False, reasons={k: [str(c) for c in v] for k, v in exc.reasons.items()})
+            entry.update(
+                placed=False,
+                permanent=exc.permanent,
+                counts={str(k): v for k, v in exc.counts.items()},
+                nearest=exc.nearest,
+                reasons={k: [str(c) for c in v] for k, v in exc.reasons.items()},
+            )
         else:
             entry.update(placed=True, **placement.to_dict())
             entry.pop("request", None)

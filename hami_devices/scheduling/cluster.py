@@ -23,9 +23,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hami_devices.errors import HamiError, InvalidRequest, UnknownAllocation
-from hami_devices.models import PRECISIONS, DeviceInfo, Grant, Health, ResourceRequest
+from hami_devices.accounting import DeviceUsage, planned_grant, rejection_reasons
+from hami_devices.errors import HamiError, InvalidRequest, ReasonCode, UnknownAllocation
+from hami_devices.matching import model_names
+from hami_devices.models import PRECISIONS, DeviceHandle, DeviceInfo, Grant, Health, RequestPart, ResourceRequest
+from hami_devices.rounding import DefaultRule, GrantRule
 from hami_devices.traits import normalize_model_name
+
+UNBOUNDED = 2**62
+"""Host CPU or memory of a node whose capacity nobody told us (a node agent's own devices)."""
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -41,6 +47,7 @@ _DEVICE_FIELDS: dict[str, Any] = {
     "mem_total": 0,
     "mem_used": 0,
     "mem_cap": 0,
+    "core_cap": 100,
     "cores_used": 0,
     "sharers": 0,
     "split": 1,
@@ -50,13 +57,16 @@ _DEVICE_FIELDS: dict[str, Any] = {
     "cost": 1.0,
     "year": 0,
     "has_traits": False,
+    "plain": True,  # the device's rule gives a part without a partition the plain share (see GrantRule)
+    "rule": 0,  # index into ClusterState.rules
+    "stamp": 0,  # changes whenever the row's usage, health or device changes (keys the plan cache)
     # Derived, kept up to date by ``_refresh`` on every event that touches a row, so the
     # engine's filter reads them instead of recombining the fields above per request:
     "ready": False,  # alive, healthy, schedulable node, not held exclusively, a sharer slot left
     "mem_free": 0,  # mem_cap - mem_used
 }
 _FLOAT_FIELDS = {"bandwidth", "link_bw", "cost"}
-_BOOL_FIELDS = {"alive", "healthy", "exclusive", "has_traits", "ready"}
+_BOOL_FIELDS = {"alive", "healthy", "exclusive", "has_traits", "ready", "plain"}
 
 
 class PlacementState(StrEnum):
@@ -78,7 +88,11 @@ class NodeState:
 
 @dataclass
 class Booking:
-    """What one placement holds in the cluster (the engine's ``Placement`` carries the why)."""
+    """What one placement holds in the cluster (the engine's ``Placement`` carries the why).
+
+    ``node`` hosts the task; ``host_nodes`` are every node charged the host CPU and
+    memory, once each (a placement split over nodes runs a process on each).
+    """
 
     id: str
     node: str
@@ -88,18 +102,42 @@ class Booking:
     preemptible: bool
     state: PlacementState
     request: ResourceRequest | None = None
+    host_nodes: tuple[str, ...] = ()
 
 
 class ClusterState:
-    def __init__(self, memory_overcommit: float = 1.0) -> None:
+    """Nodes, devices and what the bookings hold, as arrays.
+
+    ``rules`` maps a vendor to its ``GrantRule`` (the vendor adapter): how a part is
+    rounded onto that vendor's devices and how much of them may be granted.  Devices
+    of other vendors use ``DefaultRule(memory_overcommit, core_capacity)``.
+    """
+
+    def __init__(
+        self,
+        memory_overcommit: float = 1.0,
+        rules: Mapping[str, GrantRule] | None = None,
+        *,
+        core_capacity: int = 100,
+    ) -> None:
         if memory_overcommit <= 0:
             raise InvalidRequest("memory_overcommit", "must be > 0")
         self.memory_overcommit = memory_overcommit
+        self.default_rule: GrantRule = DefaultRule(memory_overcommit, core_capacity)
+        self.vendor_rules: dict[str, GrantRule] = dict(rules or {})
+        self.rules: list[GrantRule] = [self.default_rule]
+        self._rule_index: dict[int, int] = {id(self.default_rule): 0}
+        self.usage: list[DeviceUsage] = []  # per row: what the bookings hold, as the accounting rules see it
+        self._plans: list[dict[tuple[str, int], tuple[int, Grant | list[ReasonCode]]]] = []
+        self._stamps = itertools.count(1)
+        self._model_names: dict[int, set[str]] = {}  # model id -> every name a request may use for it
         self.nodes: dict[str, NodeState] = {}
         self._node_names: list[str] = []  # node row -> name ("" when removed)
         self._node_index: dict[str, int] = {}
         self.node_cpu_free = np.zeros(0, dtype=np.int64)
         self.node_mem_free = np.zeros(0, dtype=np.int64)
+        self.node_cpu_total = np.zeros(0, dtype=np.int64)
+        self.node_mem_total = np.zeros(0, dtype=np.int64)
         self.node_ok = np.zeros(0, dtype=bool)
         self.infos: list[DeviceInfo | None] = []
         self.uuid_index: dict[str, int] = {}
@@ -144,7 +182,8 @@ class ClusterState:
     healthy: BoolArray
     mem_total: IntArray
     mem_used: IntArray
-    mem_cap: IntArray  # mem_total x overcommit, kept so scoring never recomputes it
+    mem_cap: IntArray  # mem_total x the rule's memory factor, kept so scoring never recomputes it
+    core_cap: IntArray  # the rule's core capacity
     cores_used: IntArray
     sharers: IntArray
     split: IntArray
@@ -154,6 +193,9 @@ class ClusterState:
     cost: FloatArray
     year: IntArray
     has_traits: BoolArray
+    plain: BoolArray
+    rule: IntArray
+    stamp: IntArray
     ready: BoolArray
     mem_free: IntArray
 
@@ -167,6 +209,7 @@ class ClusterState:
             and self.node_ok[self.node[row]]
         )
         self.mem_free[row] = self.mem_cap[row] - self.mem_used[row]
+        self.stamp[row] = next(self._stamps)
 
     def _refresh_node(self, node_name: str) -> None:
         for row in self.nodes[node_name].devices:
@@ -183,6 +226,44 @@ class ClusterState:
 
     def model_id(self, name: str) -> int:
         return self._model_id.get(normalize_model_name(name), -2)
+
+    def model_ids_matching(self, names: Sequence[str]) -> list[int]:
+        """Model ids whose devices answer to any of ``names`` (as ``matching.static_reasons`` decides)."""
+        wanted = {normalize_model_name(n) for n in names}
+        return [mid for mid, known in self._model_names.items() if known & wanted]
+
+    def knows_vendor(self, name: str) -> bool:
+        return name.lower() in self._vendor_id
+
+    def knows_model(self, name: str) -> bool:
+        return bool(self.model_ids_matching([name]))
+
+    def rule_of(self, row: int) -> GrantRule:
+        return self.rules[int(self.rule[row])]
+
+    def _rule_for(self, vendor: str) -> int:
+        rule = self.vendor_rules.get(vendor, self.default_rule)
+        key = id(rule)
+        if key not in self._rule_index:
+            self._rule_index[key] = len(self.rules)
+            self.rules.append(rule)
+        return self._rule_index[key]
+
+    def planned(self, row: int, part: RequestPart, part_key: str, part_index: int) -> Grant | list[ReasonCode]:
+        """The device's rule and the accounting rules applied to ``part`` on ``row`` now (cached per row state).
+
+        This is ``accounting.planned_grant`` (what the allocator commits), called for
+        devices the engine cannot evaluate over arrays.
+        """
+        cache = self._plans[row]
+        key = (part_key, part_index)
+        stamp = int(self.stamp[row])
+        hit = cache.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        result = planned_grant(self.info(row), self.rule_of(row), part, part_index, self.usage[row])
+        cache[key] = (stamp, result)
+        return result
 
     # ------------------------------------------------------------------ nodes
     def add_node(
@@ -202,6 +283,8 @@ class ClusterState:
         self._node_index[name] = row
         self.node_cpu_free = np.append(self.node_cpu_free, cpu_milli)
         self.node_mem_free = np.append(self.node_mem_free, memory_mib)
+        self.node_cpu_total = np.append(self.node_cpu_total, cpu_milli)
+        self.node_mem_total = np.append(self.node_mem_total, memory_mib)
         self.node_ok = np.append(self.node_ok, True)
         self.nodes[name] = NodeState(name, cpu_milli, memory_mib, dict(labels or {}))
         self._name_rank = None
@@ -291,6 +374,8 @@ class ClusterState:
             row = self.size
             self.size += 1
             self.infos.append(None)
+            self.usage.append(DeviceUsage())
+            self._plans.append({})
         if info.node != node_name:
             info = info.model_copy(update={"node": node_name})
         self.infos[row] = info
@@ -304,11 +389,19 @@ class ClusterState:
         # Catalog names and aliases resolve to the same model id, so a request may use any of them.
         for alias in [info.traits.model, *info.traits.aliases] if info.traits else []:
             self._model_id.setdefault(normalize_model_name(alias), int(self.model[row]))
+        self._model_names.setdefault(int(self.model[row]), set()).update(model_names(info))
+        rule_index = self._rule_for(info.vendor)
+        rule = self.rules[rule_index]
+        self.rule[row] = rule_index
+        self.plain[row] = rule.plain_shares(info)
+        self.usage[row] = DeviceUsage()
+        self._plans[row] = {}
         self.numa[row] = -1 if info.numa_node is None else info.numa_node
         self.healthy[row] = info.healthy
         self.mem_total[row] = info.memory_mib
         self.mem_used[row] = 0
-        self.mem_cap[row] = int(info.memory_mib * self.memory_overcommit)
+        self.mem_cap[row] = int(info.memory_mib * rule.memory_factor)
+        self.core_cap[row] = rule.core_capacity
         self.cores_used[row] = 0
         self.sharers[row] = 0
         self.split[row] = info.split_count
@@ -379,7 +472,7 @@ class ClusterState:
     def free_share_milli(self, rows: IntArray) -> IntArray:
         """Free share of each device in thousandths: the scarcer of memory and cores."""
         mem = 1.0 - self.mem_used[rows] / np.maximum(self.mem_capacity(rows), 1)
-        cores = 1.0 - self.cores_used[rows] / 100.0
+        cores = 1.0 - self.cores_used[rows] / np.maximum(self.core_cap[rows], 1)
         share = np.minimum(mem, cores)
         share = np.where(self.exclusive[rows] | ~self.healthy[rows], 0.0, share)
         return np.clip(np.floor(share * 1000 + 1e-9), 0, 1000).astype(np.int64)
@@ -395,18 +488,33 @@ class ClusterState:
         preemptible: bool = False,
         request: ResourceRequest | None = None,
         booking_id: str | None = None,
+        state: PlacementState = PlacementState.ASSUMED,
     ) -> Booking:
-        """Book a placement optimistically; every grant is checked against capacity first."""
+        """Book a placement optimistically; every grant is checked by the accounting rules first.
+
+        Host CPU and memory are charged once on ``node`` and once on every other node a
+        grant lands on.
+        """
         grants = list(grants)
-        node_state = self._node(node)
+        self._node(node)
         rows = [self.row(g.uuid) for g in grants]
         if len(set(rows)) != len(rows):
             raise InvalidRequest("grants", "a device appears twice in one placement")
-        nrow = self._node_index[node]
-        if host_cpu_milli > self.node_cpu_free[nrow] or host_memory_mib > self.node_mem_free[nrow]:
-            raise HamiError(f"node {node!r} lacks the host CPU or memory for this placement")
+        host_nodes = tuple(dict.fromkeys([node, *(g.node for g in grants)]))
+        for name in host_nodes:
+            nrow = self._node_index[self._node(name).name]
+            if host_cpu_milli > self.node_cpu_free[nrow] or host_memory_mib > self.node_mem_free[nrow]:
+                raise HamiError(f"node {name!r} lacks the host CPU or memory for this placement")
         for row, grant in zip(rows, grants, strict=True):
-            self._check_grant(row, grant)
+            problems = rejection_reasons(
+                self.info(row),
+                self.usage[row],
+                grant,
+                memory_overcommit=self.rule_of(row).memory_factor,
+                core_capacity=int(self.core_cap[row]),
+            )
+            if problems:
+                raise HamiError(f"device {grant.uuid!r} cannot take this grant: {', '.join(problems)}")
         booking = Booking(
             id=booking_id or f"p{next(self._ids)}",
             node=node,
@@ -414,8 +522,9 @@ class ClusterState:
             host_cpu_milli=host_cpu_milli,
             host_memory_mib=host_memory_mib,
             preemptible=preemptible,
-            state=PlacementState.ASSUMED,
+            state=state,
             request=request,
+            host_nodes=host_nodes,
         )
         if booking.id in self.bookings:
             raise InvalidRequest("id", f"placement {booking.id!r} already booked")
@@ -424,26 +533,60 @@ class ClusterState:
             self.cores_used[row] += grant.cores
             self.sharers[row] += 1
             self.exclusive[row] |= grant.exclusive
+            self.usage[row] = self.usage[row].plus(grant)
             self._refresh(row)
-        self.node_cpu_free[nrow] -= host_cpu_milli
-        self.node_mem_free[nrow] -= host_memory_mib
-        node_state.cpu_used += host_cpu_milli
-        node_state.memory_used += host_memory_mib
+        for name in host_nodes:
+            self._charge_host(name, host_cpu_milli, host_memory_mib)
         self.bookings[booking.id] = booking
         self.version += 1
         return booking
 
-    def _check_grant(self, row: int, grant: Grant) -> None:
-        if not self.healthy[row]:
-            raise HamiError(f"device {grant.uuid!r} is unhealthy")
-        if self.exclusive[row] or (grant.exclusive and self.sharers[row] > 0):
-            raise HamiError(f"device {grant.uuid!r} cannot be shared with this grant")
-        if self.sharers[row] + 1 > self.split[row]:
-            raise HamiError(f"device {grant.uuid!r} has no sharer slot left")
-        if self.mem_used[row] + grant.memory_mib > self.mem_capacity(np.array([row]))[0]:
-            raise HamiError(f"device {grant.uuid!r} lacks {grant.memory_mib} MiB")
-        if self.cores_used[row] + grant.cores > 100:
-            raise HamiError(f"device {grant.uuid!r} lacks {grant.cores}% cores")
+    def _charge_host(self, name: str, cpu_milli: int, memory_mib: int) -> None:
+        nrow = self._node_index[name]
+        self.node_cpu_free[nrow] -= cpu_milli
+        self.node_mem_free[nrow] -= memory_mib
+        self.nodes[name].cpu_used += cpu_milli
+        self.nodes[name].memory_used += memory_mib
+
+    def book(self, handle: DeviceHandle, *, node: str | None = None) -> Booking:
+        """Mirror an allocation of the ledger (confirmed); the booking id is the handle id.
+
+        ``node`` hosts the task (default: the node of its first grant).
+        """
+        request = handle.request
+        host = node or (handle.grants[0].node if handle.grants else None)
+        if host is None:
+            raise InvalidRequest("node", f"allocation {handle.id} has no grants: say which node hosts it")
+        return self.assume(
+            host,
+            handle.grants,
+            host_cpu_milli=request.host_cpu_milli,
+            host_memory_mib=request.host_memory_mib,
+            preemptible=request.preemptible,
+            request=request,
+            booking_id=handle.id,
+            state=PlacementState.CONFIRMED,
+        )
+
+    def unbook(self, handle: DeviceHandle | str) -> Booking:
+        """Forget a mirrored allocation after its release."""
+        return self.forget(handle if isinstance(handle, str) else handle.id)
+
+    def sync(self, handles: Iterable[DeviceHandle]) -> None:
+        """Make the confirmed bookings exactly ``handles`` (a ledger's, after a restart or a missed event).
+
+        Assumed placements that are not yet in the ledger are kept.
+        """
+        live = {h.id: h for h in handles}
+        for booking in list(self.bookings.values()):
+            if booking.state == PlacementState.CONFIRMED and booking.id not in live:
+                self.forget(booking.id)
+        for handle_id, handle in live.items():
+            held = self.bookings.get(handle_id)
+            if held is None:
+                self.book(handle)
+            else:
+                held.state = PlacementState.CONFIRMED
 
     def confirm(self, booking_id: str) -> Booking:
         booking = self._booking(booking_id)
@@ -465,13 +608,11 @@ class ClusterState:
             self.sharers[row] -= 1
             if grant.exclusive:
                 self.exclusive[row] = False
+            self.usage[row] = self.usage[row].minus(grant)
             self._refresh(row)
-        if booking.node in self.nodes:
-            nrow = self._node_index[booking.node]
-            self.node_cpu_free[nrow] += booking.host_cpu_milli
-            self.node_mem_free[nrow] += booking.host_memory_mib
-            self.nodes[booking.node].cpu_used -= booking.host_cpu_milli
-            self.nodes[booking.node].memory_used -= booking.host_memory_mib
+        for name in booking.host_nodes or (booking.node,):
+            if name in self.nodes:
+                self._charge_host(name, -booking.host_cpu_milli, -booking.host_memory_mib)
         self.version += 1
         return booking
 
@@ -487,10 +628,46 @@ class ClusterState:
         live = self.live_rows()
         return int((self.healthy[live] & (self.sharers[live] == 0)).sum())
 
+    def usage_of(self, uuid: str) -> DeviceUsage:
+        """What the bookings hold on one device, in the accounting rules' terms."""
+        return self.usage[self.row(uuid)]
+
     @classmethod
-    def from_inventory(cls, inventory: Any, memory_overcommit: float = 1.0) -> ClusterState:
-        """Build from an ``Inventory`` (anything with ``.nodes`` of NodeSpec)."""
-        state = cls(memory_overcommit)
+    def from_inventory(
+        cls, inventory: Any, memory_overcommit: float = 1.0, rules: Mapping[str, GrantRule] | None = None
+    ) -> ClusterState:
+        """Build from an ``Inventory`` (anything with ``.nodes`` of NodeSpec).
+
+        ``rules``: the vendor adapters (``VendorRegistry.adapters``), so the engine rounds
+        and caps each vendor's devices exactly as its adapter does.  ``Engine.from_config``
+        does this for you.
+        """
+        state = cls(memory_overcommit, rules)
         for spec in inventory.nodes:
             state.add_node_spec(spec)
         return state
+
+    @classmethod
+    def from_devices(cls, devices: Sequence[Any], handles: Iterable[DeviceHandle] = ()) -> ClusterState:
+        """Build from ``Device`` objects (``hd.discover``) and the allocations holding them.
+
+        Each device's adapter is its rule.  A node's host CPU and memory come from the
+        devices' ``host`` (set for inventory devices); a node nobody described has
+        unbounded host resources.  Allocations are booked as confirmed, on the devices
+        given; grants on other devices are ignored.
+        """
+        state = cls(rules={d.info.vendor: d.adapter for d in devices})
+        by_node: dict[str, list[Any]] = {}
+        for device in devices:
+            by_node.setdefault(device.info.node, []).append(device)
+        for name, members in by_node.items():
+            host = next((d.host for d in members if getattr(d, "host", None) is not None), None)
+            cpu, memory = (host.cpu_milli, host.memory_mib) if host is not None else (UNBOUNDED, UNBOUNDED)
+            labels = host.labels if host is not None else {}
+            state.add_node(name, cpu, memory, [d.info for d in members], labels)
+        for handle in handles:
+            grants = [g for g in handle.grants if g.uuid in state.uuid_index]
+            if grants:
+                state.book(handle.model_copy(update={"grants": grants}))
+        return state
+

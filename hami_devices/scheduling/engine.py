@@ -26,20 +26,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from hami_devices.config import HamiConfig
 from hami_devices.errors import InsufficientResources, InvalidConfig, ReasonCode
+from hami_devices.inventory import Inventory
 from hami_devices.models import PRECISIONS, Grant, RequestPart, ResourceRequest
 from hami_devices.registry import load_scorers
 from hami_devices.scheduling.cluster import Booking, ClusterState
 from hami_devices.scheduling.fgd import WorkloadMix
 from hami_devices.scheduling.policies import Policy, resolve_policy
-from hami_devices.scheduling.scorers.base import ScoreContext, Scorer
+from hami_devices.scheduling.scorers.base import HostContext, ScoreContext, Scorer
 from hami_devices.traits import normalize_model_name
+
+if TYPE_CHECKING:
+    from hami_devices.ledger import Ledger
+    from hami_devices.registry import VendorRegistry
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -102,7 +109,7 @@ class _PartEval:
     index: int
     rows: IntArray  # candidate rows (passed the filters)
     memory: IntArray  # MiB on each candidate
-    partition: list[str | None]
+    grants: dict[int, Grant]  # row -> the grant its rule planned (devices not evaluated over arrays)
     device_total: FloatArray  # weighted device score per candidate
     per_scorer: dict[str, FloatArray]
     ctx: ScoreContext
@@ -151,16 +158,71 @@ class Engine:
         self._masks: dict[tuple[Any, ...], BoolArray] = {}
         self._mask_layout = (-1, -1)
 
+    @classmethod
+    def from_config(
+        cls,
+        inventory: str | Path | Inventory,
+        config: HamiConfig | str | Path | None = None,
+        *,
+        policy: Policy | str | None = None,
+        policies: str | Path | None = None,
+        registry: VendorRegistry | None = None,
+        ledger: Ledger | None = None,
+        mix: WorkloadMix | None = None,
+    ) -> Engine:
+        """The engine exactly as ``hami-devices schedule`` builds it.
+
+        The inventory is completed by the vendor adapters (partition catalogs, split
+        counts) loaded with ``config``; each adapter is its vendor's rule (rounding,
+        memory factor, core capacity); the policy is ``policy``, else the configured
+        one, with the user policies of ``policy-files`` and ``policies``.  With
+        ``ledger`` its live allocations are booked (confirmed), as after a restart.
+        """
+        from hami_devices.config import load_config
+        from hami_devices.discovery import complete_inventory, load_inventory_for
+        from hami_devices.registry import load_vendors
+        from hami_devices.scheduling.policies import configured_policies
+
+        if not isinstance(config, HamiConfig):
+            config = load_config(config) if config is not None else HamiConfig()
+        registry = registry or load_vendors(config=config)
+        if not isinstance(inventory, Inventory):
+            inventory = load_inventory_for(inventory, registry, config)
+        inventory = complete_inventory(inventory, registry)
+        cluster = ClusterState.from_inventory(inventory, rules=registry.adapters)
+        user = configured_policies(config.scheduler.policy_files, policies)
+        engine = cls(cluster, policy or config.scheduler.policy, user_policies=user, mix=mix)
+        if ledger is not None:
+            cluster.sync(ledger.handles())
+        return engine
+
     # ------------------------------------------------------------------ public
     def rank(self, request: ResourceRequest, limit: int = 5) -> list[Placement]:
         placements, _ = self._rank(request, limit)
         return placements
 
     def place(self, request: ResourceRequest) -> Placement:
+        """The best placement, or ``InsufficientResources`` with the reasons, the nearest misses and
+        whether the request could fit this cluster at all (``permanent``)."""
         placements, reasons = self._rank(request, 1)
         if not placements:
-            raise InsufficientResources(f"no placement for {request.name or 'request'}", reasons)
+            raise self.refusal(request, reasons)
         return placements[0]
+
+    def try_place(self, request: ResourceRequest) -> Placement | None:
+        """The best placement, or None; builds no explanation (for replays and tight loops)."""
+        placements, _ = self._rank(request, 1, explain=False)
+        return placements[0] if placements else None
+
+    def refusal(
+        self, request: ResourceRequest, reasons: dict[str, list[ReasonCode]] | None = None
+    ) -> InsufficientResources:
+        """The error for a request that does not fit now: reasons per node and device, nearest misses, permanence."""
+        from hami_devices.scheduling.refusal import explain_refusal
+
+        if reasons is None:
+            reasons = self.rejections(request)
+        return explain_refusal(self, request, reasons)
 
     def schedule(self, request: ResourceRequest) -> Placement:
         """Place and book (assume) in the cluster."""
@@ -180,6 +242,23 @@ class Engine:
             request=r,
         )
 
+    def feasible(self, part: RequestPart, index: int = 0) -> dict[str, Grant]:
+        """Every device that could take ``part`` now, with the grant it would get (device rules only:
+        no node, host or topology judgement).  What ``accounting.evaluate`` says device by device."""
+        request = ResourceRequest(parts=[part])
+        ev = self._filter(part, index, request)
+        grants = (self._grant_at(ev, p) for p in range(ev.rows.size))
+        return {g.uuid: g for g in grants}
+
+    def _grant_at(self, ev: _PartEval, position: int) -> Grant:
+        """The grant of candidate ``position``: its rule's plan, or the plain share."""
+        row = int(ev.rows[position])
+        planned = ev.grants.get(row)
+        if planned is not None:
+            return planned
+        info, part = self.cluster.info(row), ev.part
+        return Grant.on(info, ev.index, int(ev.memory[position]), part.cores, exclusive=part.exclusive)
+
     def rejections(self, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
         """Reason codes per node (and per rejected device uuid) for ``--explain``."""
         return self._rank(request, 0)[1]
@@ -196,55 +275,79 @@ class Engine:
             mask = self._masks[key] = build()
         return mask
 
-    def _filter(self, part: RequestPart, index: int, request: ResourceRequest) -> _PartEval:
-        """Candidate devices of one part, scored.
+    def _static_ok(self, part: RequestPart) -> BoolArray:
+        """Rows [0, size) whose static facts match the part (vendor, model, uuid, precision, NUMA lists).
 
-        Feasibility is one conjunction over rows [0, size): the cluster's incrementally kept
-        ``ready`` column (alive, healthy, schedulable, not exclusive, a sharer slot left), free
-        memory and cores, and cached masks of the static constraints.  The per-device reason
-        codes (``_device_codes``, first failing filter) are only computed when explaining.
+        The same matching as ``matching.static_reasons``, over arrays; masks that depend
+        only on device facts are cached per cluster layout.
         """
         c = self.cluster
         size = c.size
-        ok = c.ready[:size] & (c.cores_used[:size] <= 100 - part.cores)
-        if part.exclusive:
-            ok &= c.sharers[:size] == 0
+        ok = np.ones(size, dtype=bool)
         if part.precision is not None:
             p = _PRECISION[part.precision]
             ok &= self._static_mask(("precision", p), lambda: ~(c.has_traits[:size] & (c.tflops[:size, p] <= 0)))
         if part.vendors or part.exclude_vendors:
             vendors = (tuple(part.vendors), tuple(part.exclude_vendors))
-            ok &= self._static_mask(
-                ("vendor", vendors),
-                lambda: ~self._name_mask(c.vendor[:size], part.vendors, part.exclude_vendors, c.vendor_id),
-            )
+            ok &= self._static_mask(("vendor", vendors), lambda: ~self._vendor_bad(part, c.vendor[:size]))
         if part.models or part.exclude_models:
             models = (tuple(part.models), tuple(part.exclude_models))
-            ok &= self._static_mask(
-                ("model", models),
-                lambda: ~self._name_mask(c.model[:size], part.models, part.exclude_models, c.model_id),
-            )
+            ok &= self._static_mask(("model", models), lambda: ~self._model_bad(part, c.model[:size]))
         if part.uuids or part.exclude_uuids:
             ok &= ~self._uuid_mask(part, np.arange(size))
         if part.numa_node is not None:
             ok &= c.numa[:size] == part.numa_node
-        names: list[str | None] | None = None
-        if part.memory_mib is not None and part.partition is None:
-            ok &= c.mem_free[:size] >= part.memory_mib
-            cand = np.flatnonzero(ok)
-            memory = np.full(cand.size, part.memory_mib, dtype=np.int64)
-        else:
-            pre = np.flatnonzero(ok)
-            need = self._memory_need(part, c.mem_total[pre])
-            if part.partition is not None:
-                part_bad, need, pick = self._partitions(part, pre, need)
-                fits = ~part_bad & (c.mem_used[pre] + need <= c.mem_cap[pre])
-                names = [pick[i] for i in np.flatnonzero(fits)]
+        return ok
+
+    def _filter(self, part: RequestPart, index: int, request: ResourceRequest) -> _PartEval:
+        """Candidate devices of one part, scored.
+
+        Devices whose rule gives plain shares (``ClusterState.plain``) are judged with
+        one conjunction over rows [0, size): the incrementally kept ``ready`` column
+        (alive, healthy, schedulable, not exclusive, a sharer slot left), free memory
+        and cores, and cached masks of the static constraints; this is the accounting
+        rules over arrays.  Every other device (and every device for a part that names
+        a partition) is asked through its rule (``ClusterState.planned``), exactly as
+        the allocator does.  The per-device reason codes are only computed when
+        explaining.
+        """
+        c = self.cluster
+        size = c.size
+        ok = c.ready[:size] & self._static_ok(part)
+        grants: dict[int, Grant] = {}
+        if part.partition is None:
+            plain = ok & c.plain[:size] & (c.cores_used[:size] <= c.core_cap[:size] - part.cores)
+            if part.exclusive:
+                plain &= c.sharers[:size] == 0
+            if part.memory_mib is not None:
+                plain &= c.mem_free[:size] >= part.memory_mib
+                cand = np.flatnonzero(plain)
+                memory = np.full(cand.size, part.memory_mib, dtype=np.int64)
             else:
+                pre = np.flatnonzero(plain)
+                need = self._memory_need(part, c.mem_total[pre])
                 fits = c.mem_used[pre] + need <= c.mem_cap[pre]
-            cand = pre[fits]
-            memory = need[fits]
-        ctx = ScoreContext(c, request, part, index, cand, memory, self.mix)
+                cand = pre[fits]
+                memory = need[fits]
+            asked = np.flatnonzero(ok & ~c.plain[:size]) if not c.plain[:size].all() else np.zeros(0, np.int64)
+        else:
+            cand = np.zeros(0, dtype=np.int64)
+            memory = np.zeros(0, dtype=np.int64)
+            asked = np.flatnonzero(ok)
+        cores: IntArray | None = None
+        if asked.size:
+            part_key = part.model_dump_json()
+            for row in asked.tolist():
+                result = c.planned(row, part, part_key, index)
+                if isinstance(result, Grant):
+                    grants[row] = result
+            if grants:
+                extra = np.fromiter(grants, dtype=np.int64, count=len(grants))
+                order = np.argsort(np.concatenate([cand, extra]), kind="stable")
+                cand = np.concatenate([cand, extra])[order]
+                memory = np.concatenate([memory, [g.memory_mib for g in grants.values()]]).astype(np.int64)[order]
+                cores = np.array([grants[int(r)].cores if int(r) in grants else part.cores for r in cand], np.int64)
+        ctx = ScoreContext(c, request, part, index, cand, memory, self.mix, cores)
         per_scorer: dict[str, FloatArray] = {}
         device_total = np.zeros(cand.size)
         weighted = np.empty(cand.size)  # one scratch array: large temporaries cost page faults
@@ -271,12 +374,12 @@ class Engine:
             index,
             cand,
             memory,
-            names if names is not None else [None] * cand.size,
+            grants,
             device_total,
             per_scorer,
             ctx,
             c.node.take(cand),
-            lambda: self._device_codes(part),
+            lambda: self._device_codes(part, index),
         )
 
     @staticmethod
@@ -299,7 +402,7 @@ class Engine:
             bad |= np.isin(rows, list(banned))
         return bad
 
-    def _device_codes(self, part: RequestPart) -> tuple[IntArray, IntArray]:
+    def _device_codes(self, part: RequestPart, index: int) -> tuple[IntArray, IntArray]:
         """Each live row's first failing filter (index into DEVICE_CODES; -1 passes), for explaining."""
         c = self.cluster
         rows = c.live_rows()
@@ -307,8 +410,8 @@ class Engine:
         n = rows.size
         memory = self._memory_need(part, c.mem_total[at])
         fails: list[BoolArray] = []
-        fails.append(self._name_mask(c.vendor[at], part.vendors, part.exclude_vendors, c.vendor_id))
-        fails.append(self._name_mask(c.model[at], part.models, part.exclude_models, c.model_id))
+        fails.append(self._vendor_bad(part, c.vendor[at]))
+        fails.append(self._model_bad(part, c.model[at]))
         fails.append(self._uuid_mask(part, rows))
         fails.append(~c.healthy[at])
         if part.precision is not None:
@@ -316,23 +419,45 @@ class Engine:
         else:
             fails.append(np.zeros(n, dtype=bool))
         fails.append(np.zeros(n, dtype=bool) if part.numa_node is None else c.numa[at] != part.numa_node)
-        part_bad = np.zeros(n, dtype=bool)
-        if part.partition is not None:
-            part_bad, memory, _ = self._partitions(part, rows, memory)
-        fails.append(part_bad)
+        fails.append(np.zeros(n, dtype=bool))  # partitions: only rules that plan decide (below)
         fails.append(c.exclusive[at])
         fails.append(np.full(n, part.exclusive) & (c.sharers[at] > 0))
         fails.append(c.sharers[at] + 1 > c.split[at])
         fails.append(c.mem_used[at] + memory > c.mem_capacity(at))
-        fails.append(c.cores_used[at] + part.cores > 100)
+        fails.append(c.cores_used[at] + part.cores > c.core_cap[at])
         node_ok = c.node_ok[c.node[at]]
         bad = np.zeros(n, dtype=bool)
         code = np.full(n, -1)
-        for i, mask in enumerate(fails):
+        for i, mask in enumerate(fails[:6]):  # static facts and health
             new = mask & ~bad & node_ok
             code[new] = i
             bad |= mask
+        asked = ~bad & (~c.plain[at] if part.partition is None else np.ones(n, dtype=bool))
+        for i, mask in enumerate(fails[6:], start=6):  # usage: by arrays where the rule is plain
+            new = mask & ~bad & ~asked & node_ok
+            code[new] = i
+            bad |= mask & ~asked
+        if asked.any():
+            part_key = part.model_dump_json()
+            position = {reason: i for i, reason in enumerate(DEVICE_CODES)}
+            for k in np.flatnonzero(asked & node_ok).tolist():
+                result = c.planned(int(rows[k]), part, part_key, index)
+                if not isinstance(result, Grant):
+                    code[k] = position.get(result[0], position[ReasonCode.CARD_PARTITION_UNAVAILABLE])
         return rows, code
+
+    def _vendor_bad(self, part: RequestPart, ids: IntArray) -> BoolArray:
+        return self._name_mask(ids, part.vendors, part.exclude_vendors, self.cluster.vendor_id)
+
+    def _model_bad(self, part: RequestPart, ids: IntArray) -> BoolArray:
+        """Rows whose model answers to none of ``models`` or to one of ``exclude_models`` (names and aliases)."""
+        c = self.cluster
+        bad = np.zeros(ids.size, dtype=bool)
+        if part.models:
+            bad |= ~np.isin(ids, c.model_ids_matching(part.models))
+        if part.exclude_models:
+            bad |= np.isin(ids, c.model_ids_matching(part.exclude_models))
+        return bad
 
     @staticmethod
     def _name_mask(ids: IntArray, include: list[str], exclude: list[str], lookup: Any) -> BoolArray:
@@ -342,33 +467,6 @@ class Engine:
         if exclude:
             bad |= np.isin(ids, [lookup(x) for x in exclude])
         return bad
-
-    def _partitions(
-        self, part: RequestPart, rows: IntArray, memory: IntArray
-    ) -> tuple[BoolArray, IntArray, list[str | None]]:
-        """A named profile must exist; "auto" takes the smallest profile that covers the need.
-
-        "auto" on a device without a partition catalog means plain (limiter) sharing.
-        """
-        c = self.cluster
-        bad = np.zeros(rows.size, dtype=bool)
-        memory = memory.copy()
-        names: list[str | None] = [None] * rows.size
-        for i, row in enumerate(rows):
-            profiles = c.info(int(row)).partitions
-            if part.partition == "auto" and not profiles:
-                continue
-            if part.partition == "auto":
-                fits = [p for p in profiles if p.memory_mib >= memory[i] and p.cores >= part.cores]
-                pick = min(fits, key=lambda p: (p.memory_mib, p.cores), default=None)
-            else:
-                pick = next((p for p in profiles if p.name == part.partition), None)
-            if pick is None:
-                bad[i] = True
-                continue
-            names[i] = pick.name
-            memory[i] = pick.memory_mib
-        return bad, memory, names
 
     # ------------------------------------------------------------------ choose sets
     def _grow_set(self, ev: _PartEval, positions: list[int], count: int) -> list[int]:
@@ -456,12 +554,19 @@ class Engine:
         return set_pair_score(self.cluster, [int(ev.rows[p]) for p in positions])
 
     # ------------------------------------------------------------------ rank
-    def _rank(self, request: ResourceRequest, limit: int) -> tuple[list[Placement], dict[str, list[ReasonCode]]]:
+    def _rank(
+        self, request: ResourceRequest, limit: int, *, explain: bool = True
+    ) -> tuple[list[Placement], dict[str, list[ReasonCode]]]:
         c = self.cluster
         self.request_topology = request.topology
         evals = [self._filter(part, i, request) for i, part in enumerate(request.parts)]
         host_ok = c.node_ok & (c.node_cpu_free >= request.host_cpu_milli) & (c.node_mem_free >= request.host_memory_mib)
         results: list[tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]] = []
+        if not evals:
+            placements = self._rank_host(request, host_ok, max(limit, 0))
+            if explain and (limit == 0 or not placements):
+                return placements, self._reasons(evals, host_ok, request)
+            return placements, {}
         if request.same_node:
             results = self._rank_same_node(evals, host_ok, max(limit, 1))
         else:
@@ -469,7 +574,7 @@ class Engine:
             results = [split] if split is not None else []
         placements = [self._placement(request, node, chosen) for _, node, _, chosen in results[: max(limit, 0)]]
         reasons: dict[str, list[ReasonCode]] = {}
-        if limit == 0 or not placements:
+        if explain and (limit == 0 or not placements):
             reasons = self._reasons(evals, host_ok, request)
         return placements, reasons
 
@@ -541,6 +646,38 @@ class Engine:
         results.sort(key=lambda r: (-round(r[0], 9), r[1], r[2]))
         return results[:limit]
 
+    def _rank_host(self, request: ResourceRequest, host_ok: BoolArray, limit: int) -> list[Placement]:
+        """A request for host CPU and memory only: the scorers that judge nodes rank the feasible ones."""
+        c = self.cluster
+        nodes = np.flatnonzero(host_ok)
+        if nodes.size == 0 or limit == 0:
+            return []
+        ctx = HostContext(c, request, nodes, self.mix)
+        per_scorer: dict[str, FloatArray] = {}
+        for name in self.weights:
+            values = self.scorers[name].score_host(ctx)
+            if values is not None:
+                per_scorer[name] = np.clip(np.asarray(values, dtype=np.float64), 0.0, 100.0)
+        weight = sum(self.weights[k] for k in per_scorer)
+        total = np.zeros(nodes.size)
+        for name, values in per_scorer.items():
+            total += self.weights[name] * values
+        if weight > 0:
+            total /= weight
+        order = np.lexsort((c.name_rank()[nodes], -np.round(total, 9)))[:limit]
+        return [
+            Placement(
+                request=request,
+                node=c.node_name(int(nodes[k])),
+                grants=[],
+                score=float(total[k]),
+                breakdown={name: float(values[k]) for name, values in per_scorer.items()},
+                weights=dict(self.weights),
+                policy=self.policy.name,
+            )
+            for k in order.tolist()
+        ]
+
     def _single(self, ev: _PartEval, p: int) -> tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]:
         return (
             float(ev.device_total[p]),
@@ -557,7 +694,7 @@ class Engine:
         chosen: list[tuple[_PartEval, _Choice]] = []
         host_node = ""
         for i, ev in enumerate(evals):
-            allowed = host_ok if i == 0 else c.node_ok
+            allowed = host_ok  # each node of a split placement runs a process: it needs the host resources
             nodes = np.unique(c.node[ev.rows])
             nodes = nodes[allowed[nodes]]
             best: tuple[float, str, _Choice] | None = None
@@ -585,26 +722,13 @@ class Engine:
         return sum(ev.part.count * ch.score for ev, ch in chosen) / max(weight, 1)
 
     def _placement(self, request: ResourceRequest, node: str, chosen: list[tuple[_PartEval, _Choice]]) -> Placement:
-        c = self.cluster
         grants: list[Grant] = []
         breakdown = dict.fromkeys(self.weights, 0.0)
         weight = sum(ev.part.count for ev, _ in chosen)
         for ev, choice in chosen:
             for name, value in choice.per_scorer.items():
                 breakdown[name] += ev.part.count * value / max(weight, 1)
-            for p in choice.rows:
-                row = int(ev.rows[p])
-                info = c.info(row)
-                grants.append(
-                    Grant.on(
-                        info,
-                        ev.index,
-                        int(ev.memory[p]),
-                        ev.part.cores,
-                        exclusive=ev.part.exclusive,
-                        partition=ev.partition[p],
-                    )
-                )
+            grants.extend(self._grant_at(ev, p) for p in choice.rows)
         return Placement(
             request=request,
             node=node,
@@ -620,7 +744,9 @@ class Engine:
         self, evals: list[_PartEval], host_ok: BoolArray, request: ResourceRequest
     ) -> dict[str, list[ReasonCode]]:
         c = self.cluster
-        out: dict[str, list[ReasonCode]] = {}
+        out: dict[str, list[ReasonCode]] = unknown_names(c, request)
+        if out:  # a name nothing in the cluster answers to: every device would just say "mismatch"
+            return out
         for name, state in c.nodes.items():
             row = c.node_row(name)
             codes: list[ReasonCode] = []
@@ -652,6 +778,17 @@ class Engine:
         return out
 
 
+def unknown_names(cluster: ClusterState, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
+    """Parts whose vendor or model list names nothing any device of the cluster answers to."""
+    out: dict[str, list[ReasonCode]] = {}
+    for i, part in enumerate(request.parts):
+        if part.vendors and not any(cluster.knows_vendor(v) for v in part.vendors):
+            out[f"parts.{i}.vendors"] = [ReasonCode.UNKNOWN_VENDOR]
+        if part.models and not any(cluster.knows_model(m) for m in part.models):
+            out[f"parts.{i}.models"] = [ReasonCode.UNKNOWN_MODEL]
+    return out
+
+
 def _top_stable(values: FloatArray, k: int) -> IntArray:
     """``np.argsort(-values, kind="stable")[:k]`` without sorting everything.
 
@@ -668,13 +805,20 @@ def _top_stable(values: FloatArray, k: int) -> IntArray:
     return keep[np.argsort(neg[keep], kind="stable")][:k]
 
 
-def load_scorer_plugins(names: Sequence[str] | Mapping[str, float]) -> dict[str, Scorer]:
-    """Instantiate the named scorers from the ``hami_devices.scorers`` entry points (stevedore)."""
-    wanted = list(names)
+@lru_cache(maxsize=64)
+def _scorer_classes(wanted: tuple[str, ...]) -> dict[str, Any]:
+    """Entry-point lookups cost milliseconds; an allocator builds an engine per call, so remember them."""
     classes, failures = load_scorers(wanted)
     if failures:
         first = next(iter(failures.values()))
         raise InvalidConfig("scorers", f"scorer plugin failed to load: {first}")
+    return classes
+
+
+def load_scorer_plugins(names: Sequence[str] | Mapping[str, float]) -> dict[str, Scorer]:
+    """Instantiate the named scorers from the ``hami_devices.scorers`` entry points (stevedore)."""
+    wanted = list(names)
+    classes = _scorer_classes(tuple(sorted(wanted)))
     out: dict[str, Scorer] = {}
     for name in wanted:
         if name in classes:

@@ -130,3 +130,11 @@ def resolve_policy(policy: Policy | str, user: dict[str, Policy] | None = None) 
     if policy not in table:
         raise InvalidConfig("policy", f"unknown policy {policy!r} (known: {', '.join(sorted(table))})")
     return table[policy]
+
+
+def configured_policies(policy_files: list[str], extra: str | Path | None = None) -> dict[str, Policy]:
+    """User policies from the configuration's ``policy-files`` and an extra file (later files win)."""
+    out: dict[str, Policy] = {}
+    for file in [*policy_files, *([extra] if extra else [])]:
+        out.update(load_policies(file))
+    return out

@@ -48,7 +48,7 @@ def test_cores_and_split_count() -> None:
     dev.allocate({"parts": [{"memory_mib": 100, "cores": 60}]})
     with pytest.raises(InsufficientResources) as info:
         dev.allocate({"parts": [{"memory_mib": 100, "cores": 50}]})
-    assert ReasonCode.CARD_INSUFFICIENT_CORE in info.value.codes()
+    assert ReasonCode.CARD_INSUFFICIENT_CORE in info.value.codes
     dev.allocate({"parts": [{"memory_mib": 100, "cores": 10}]})
     dev.allocate({"parts": [{"memory_mib": 100}]})
     with pytest.raises(InsufficientResources) as info:
@@ -61,12 +61,12 @@ def test_exclusive_holder_is_alone() -> None:
     handle = dev.allocate({"parts": [{"memory_mib": 100, "cores": 100}]})
     with pytest.raises(InsufficientResources) as info:
         dev.allocate({"parts": [{"memory_mib": 100}]})
-    assert ReasonCode.CARD_EXCLUSIVELY_HELD in info.value.codes()
+    assert ReasonCode.CARD_EXCLUSIVELY_HELD in info.value.codes
     dev.release(handle)
     dev.allocate({"parts": [{"memory_mib": 100}]})
     with pytest.raises(InsufficientResources) as info:
         dev.allocate({"parts": [{"memory_mib": 100, "cores": 100}]})
-    assert ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE in info.value.codes()
+    assert ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE in info.value.codes
 
 
 def test_multi_device_request_is_all_or_nothing() -> None:
@@ -80,7 +80,7 @@ def test_multi_device_request_is_all_or_nothing() -> None:
     )
     with pytest.raises(InsufficientResources) as info:
         allocate(devices, request)
-    assert ReasonCode.NODE_INSUFFICIENT_DEVICES in info.value.codes()
+    assert ReasonCode.NODE_INSUFFICIENT_DEVICES in info.value.codes
     assert ledger.handles() == []
     assert all(d.usage().sharers == 0 for d in devices)
 
@@ -96,10 +96,15 @@ def test_multi_part_grants_each_tier() -> None:
 
 def test_same_node_keeps_a_request_on_one_node() -> None:
     devices = simulated(node("a", {**T4, "count": 1}), node("b", {**T4, "count": 1}))
+    two_parts = [{"memory_mib": 10}, {"memory_mib": 10}]
     with pytest.raises(InsufficientResources):
-        allocate(devices, {"parts": [{"count": 2, "memory_mib": 10}]})
-    handle = allocate(devices, {"same_node": False, "parts": [{"count": 2, "memory_mib": 10}]})
+        allocate(devices, {"parts": two_parts})
+    with pytest.raises(InsufficientResources):  # a part's devices work together: always one node
+        allocate(devices, {"same_node": False, "parts": [{"count": 2, "memory_mib": 10}]})
+    handle = allocate(devices, {"same_node": False, "parts": two_parts})
     assert {g.node for g in handle.grants} == {"a", "b"}
+    assert handle.env_for("a")["CUDA_VISIBLE_DEVICES"] == devices[0].uuid
+    assert handle.env_for("b")["CUDA_VISIBLE_DEVICES"] == devices[1].uuid
 
 
 def test_unhealthy_device_is_never_granted() -> None:
@@ -118,8 +123,16 @@ def test_selectors_and_precision_filter() -> None:
     assert allocate(devices, {"parts": [{"exclude_models": ["H100"], "memory_mib": 1}]}).uuids == [t4.uuid]
     assert allocate(devices, {"parts": [{"uuids": [h100.uuid], "memory_mib": 1}]}).uuids == [h100.uuid]
     with pytest.raises(InsufficientResources) as info:
-        allocate(devices, {"parts": [{"vendors": ["ascend"], "memory_mib": 1}]})
+        allocate(devices, {"parts": [{"exclude_vendors": ["nvidia"], "memory_mib": 1}]})
     assert info.value.reasons[t4.uuid] == [ReasonCode.CARD_VENDOR_MISMATCH]
+    assert info.value.permanent is True
+    with pytest.raises(InsufficientResources) as info:
+        allocate(devices, {"parts": [{"vendors": ["ascend"], "memory_mib": 1}]})
+    assert info.value.reasons == {"parts.0.vendors": [ReasonCode.UNKNOWN_VENDOR]}
+    assert info.value.permanent is True
+    with pytest.raises(InsufficientResources) as info:
+        allocate(devices, {"parts": [{"models": ["MI300X"], "memory_mib": 1}]})
+    assert info.value.codes == {ReasonCode.UNKNOWN_MODEL}
 
 
 def test_release_is_exact_and_refuses_twice() -> None:
@@ -146,9 +159,17 @@ def test_release_via_ledger_handle_id() -> None:
     ledger = MemoryLedger()
     devices = simulated(node("n", {**T4, "count": 1}), ledger=ledger)
     handle = allocate(devices, {"parts": [{"memory_mib": 5}]})
-    removed = release(ledger, handle.id, {})
+    copy = type(handle).model_validate_json(handle.model_dump_json())  # as a launcher would receive it
+    with pytest.raises(InvalidRequest) as info:
+        release(copy)
+    assert info.value.field == "ledger"
+    removed = release(copy.id, ledger=ledger)
     assert removed.id == handle.id
     assert ledger.handles() == []
+    again = allocate(devices, {"parts": [{"memory_mib": 5}]})
+    assert release(again).id == again.id  # the handle hd.allocate returned knows its ledger
+    with pytest.raises(UnknownAllocation):
+        release(again)
 
 
 def test_monitor_reports_accounting_and_not_available_readings() -> None:
@@ -167,9 +188,6 @@ def test_topology_preferred_takes_the_best_linked_pair() -> None:
     # 4 T4 on PCIe over two NUMA nodes: 0,1 on NUMA 0 and 2,3 on NUMA 1 (same NUMA scores 40, across 10).
     devices = simulated(node("n", {**T4, "count": 4, "numa_nodes": 2, "link": "pcie"}))
     allocate(devices, {"parts": [{"uuids": [devices[1].uuid], "cores": 100}]})
-    first_fit = allocate(devices, {"parts": [{"count": 2, "memory_mib": 10}]})
-    assert first_fit.uuids == [devices[0].uuid, devices[2].uuid]
-    devices[0].release(first_fit)
     linked = allocate(devices, {"topology": "preferred", "parts": [{"count": 2, "memory_mib": 10}]})
     assert linked.uuids == [devices[2].uuid, devices[3].uuid]
 
@@ -178,6 +196,6 @@ def test_topology_required_refuses_a_pcie_only_set() -> None:
     pcie = simulated(node("n", {**T4, "count": 2, "link": "pcie"}))
     with pytest.raises(InsufficientResources) as info:
         allocate(pcie, {"topology": "required", "parts": [{"count": 2, "memory_mib": 10}]})
-    assert ReasonCode.NODE_TOPOLOGY_UNSATISFIED in info.value.codes()
+    assert ReasonCode.NODE_TOPOLOGY_UNSATISFIED in info.value.codes
     nvlink = simulated(node("n", {"vendor": "nvidia", "model": "H100", "count": 2, "link": "nvlink"}))
     assert len(allocate(nvlink, {"topology": "required", "parts": [{"count": 2, "memory_mib": 10}]}).grants) == 2

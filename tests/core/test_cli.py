@@ -60,7 +60,8 @@ def test_allocate_monitor_release_through_a_durable_ledger(tmp_path: Path, examp
     handle = run_json("allocate", *common, "--model", "T4", "--memory", "4096", "--cores", "30")
     grant = handle["grants"][0]
     assert grant["model"] == "T4" and grant["memory_mib"] == 4096
-    assert handle["env"]["CUDA_VISIBLE_DEVICES"] == grant["uuid"]
+    (env,) = handle["environments"].values()
+    assert env["CUDA_VISIBLE_DEVICES"] == grant["uuid"]
 
     metrics = run_json("monitor", *common, "--uuid", grant["uuid"])["metrics"]
     assert metrics[0]["allocated_memory_mib"] == 4096

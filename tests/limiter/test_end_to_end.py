@@ -21,7 +21,7 @@ INVENTORY = {"nodes": [{"name": "n", "devices": [{"vendor": "nvidia", "model": "
 def test_allocation_environment_enforces_and_monitor_reports(drivers: Drivers, wenv: Env) -> None:
     (device,) = discover(parse_inventory(INVENTORY))
     handle = device.allocate({"parts": [{"memory_mib": 64, "cores": 30}]})
-    region = Path(handle.regions["nvidia"])
+    region = Path(handle.regions[f"{device.info.node}/nvidia"])
     assert region.exists()
     assert handle.env["HAMI_REGION_PATH"] == str(region)
     assert handle.env["CUDA_DEVICE_MEMORY_LIMIT_0"] == "64m"

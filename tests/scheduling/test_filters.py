@@ -15,7 +15,7 @@ from tests.scheduling.conftest import ClusterFactory, devices
 def _codes(engine: Engine, request: ResourceRequest) -> set[ReasonCode]:
     with pytest.raises(InsufficientResources) as info:
         engine.place(request)
-    return info.value.codes()
+    return info.value.codes
 
 
 def test_fp8_filters_out_t4(make_cluster: ClusterFactory) -> None:
@@ -30,8 +30,10 @@ def test_reason_codes_per_node_and_device(make_cluster: ClusterFactory) -> None:
     cluster = make_cluster(("n1", "nvidia", "T4", 2))
     engine = Engine(cluster)
     assert ReasonCode.CARD_INSUFFICIENT_MEMORY in _codes(engine, ResourceRequest.single(memory_mib=10**6))
-    assert ReasonCode.CARD_VENDOR_MISMATCH in _codes(engine, ResourceRequest.single(vendors=["ascend"]))
-    assert ReasonCode.CARD_TYPE_MISMATCH in _codes(engine, ResourceRequest.single(models=["H100"]))
+    assert ReasonCode.CARD_VENDOR_MISMATCH in _codes(engine, ResourceRequest.single(exclude_vendors=["nvidia"]))
+    assert ReasonCode.CARD_TYPE_MISMATCH in _codes(engine, ResourceRequest.single(exclude_models=["T4"]))
+    assert _codes(engine, ResourceRequest.single(vendors=["ascend"])) == {ReasonCode.UNKNOWN_VENDOR}
+    assert _codes(engine, ResourceRequest.single(models=["H100"])) == {ReasonCode.UNKNOWN_MODEL}
     assert ReasonCode.NODE_INSUFFICIENT_DEVICES in _codes(engine, ResourceRequest.single(count=3))
     assert ReasonCode.NODE_INSUFFICIENT_CPU in _codes(engine, ResourceRequest.single(host_cpu_milli=10**9))
     assert ReasonCode.NODE_INSUFFICIENT_MEMORY in _codes(engine, ResourceRequest.single(host_memory_mib=10**9))

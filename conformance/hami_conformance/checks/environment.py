@@ -64,7 +64,7 @@ def limiter_memory(bench: Bench) -> None:
     assert region is not None
     expect(Path(region).is_file(), f"HAMI_REGION_PATH {region} does not exist")
     expect(
-        handle.regions.get(bench.adapter.name) == region,
+        handle.region_for(handle.grants[0].node, bench.adapter.name) == region,
         f"handle.regions {handle.regions} does not record HAMI_REGION_PATH {region}",
     )
     for position, grant in enumerate(_vendor_grants(bench, handle)):

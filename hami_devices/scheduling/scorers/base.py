@@ -32,6 +32,9 @@ class ScoreContext:
     rows: IntArray  # candidate device rows
     memory: IntArray  # MiB the part takes on each candidate
     mix: WorkloadMix | None = None
+    # Cores the part takes on each candidate where a device's rule rounds them (partitions);
+    # None when every candidate takes the part's own cores.
+    cores: IntArray | None = None
     # Per-decision memo shared by the scorers (gathered columns, derived figures); read-only.
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -49,14 +52,34 @@ class ScoreContext:
         value = self.cache.get("share")
         if value is None:
             mem = self.memory / np.maximum(self.column("mem_cap"), 1)
-            value = self.cache["share"] = np.maximum(mem, self.part.cores / 100.0)
+            value = self.cache["share"] = np.maximum(mem, self.granted_cores / 100.0)
         return value  # type: ignore[no-any-return]
+
+    @property
+    def granted_cores(self) -> IntArray | int:
+        """Cores (percent) the part takes on each candidate: one number when it is the same everywhere."""
+        return self.part.cores if self.cores is None else self.cores
+
+
+@dataclass
+class HostContext:
+    """A request that needs host CPU and memory only, and the node rows that can hold it."""
+
+    cluster: ClusterState
+    request: ResourceRequest
+    nodes: IntArray
+    mix: WorkloadMix | None = None
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 class Scorer:
     """Base class; subclasses set ``name`` and implement ``score``."""
 
     name = "scorer"
+
+    def score_host(self, ctx: HostContext) -> FloatArray | None:
+        """Scores of the candidate nodes for a request without devices; None: this scorer has no view."""
+        return None
 
     def score(self, ctx: ScoreContext) -> FloatArray:
         raise NotImplementedError

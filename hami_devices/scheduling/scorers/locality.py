@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hami_devices.scheduling.scorers.base import FloatArray, ScoreContext, Scorer
+from hami_devices.scheduling.cluster import ClusterState
+from hami_devices.scheduling.scorers.base import FloatArray, HostContext, IntArray, ScoreContext, Scorer
 
 
 class LocalityScorer(Scorer):
@@ -22,11 +23,19 @@ class LocalityScorer(Scorer):
         wanted = ctx.request.labels
         if not wanted:
             return np.full(ctx.rows.shape, 100.0)
-        c = ctx.cluster
-        per_node: dict[int, float] = {}
-        for node_row in np.unique(c.node[ctx.rows]):
-            labels = c.nodes[c.node_name(int(node_row))].labels
-            hits = sum(1 for k, v in wanted.items() if labels.get(k) == v)
-            per_node[int(node_row)] = 100.0 * hits / len(wanted)
-        lookup = np.vectorize(per_node.__getitem__, otypes=[float])
-        return lookup(c.node[ctx.rows])  # type: ignore[no-any-return]
+        nodes, where = np.unique(ctx.cluster.node[ctx.rows], return_inverse=True)
+        return _node_scores(ctx.cluster, nodes, wanted)[where]
+
+    def score_host(self, ctx: HostContext) -> FloatArray | None:
+        if not ctx.request.labels:
+            return np.full(ctx.nodes.shape, 100.0)
+        return _node_scores(ctx.cluster, ctx.nodes, ctx.request.labels)
+
+
+def _node_scores(cluster: ClusterState, nodes: IntArray, wanted: dict[str, str]) -> FloatArray:
+    """Each label of ``wanted`` the node carries with the same value adds an equal share of 100."""
+    out = np.empty(nodes.size)
+    for i, node_row in enumerate(nodes):
+        labels = cluster.nodes[cluster.node_name(int(node_row))].labels
+        out[i] = 100.0 * sum(1 for k, v in wanted.items() if labels.get(k) == v) / len(wanted)
+    return out

@@ -195,6 +195,10 @@ class AscendAdapter(VendorAdapter):
     def partition_catalog(self, model: str) -> list[PartitionProfile]:
         return partitions.profiles(model)
 
+    def plain_shares(self, info: DeviceInfo) -> bool:
+        """Only chips without vNPU templates take plain shares; the others round every share to a template."""
+        return not (info.partitions or partitions.profiles(info.model, info.memory_mib))
+
     def plan_grant(
         self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
     ) -> Grant | ReasonCode:

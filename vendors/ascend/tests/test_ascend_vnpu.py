@@ -65,7 +65,7 @@ def test_catalog_units() -> None:
 
 def test_5gb_on_310p_is_granted_vir02(dcmi_node: Callable[[str], Path]) -> None:
     dcmi_node("310p_vnpu.dcmi")
-    adapter, devices = discover_npus()
+    _, devices = discover_npus()
     handle = allocate(devices, {"parts": [{"memory_mib": GB5}]})
     (grant,) = handle.grants
     assert (grant.partition, grant.memory_mib, grant.cores) == ("vir02", 6144, 25)
@@ -75,7 +75,7 @@ def test_5gb_on_310p_is_granted_vir02(dcmi_node: Callable[[str], Path]) -> None:
     assert handle.env["ASCEND_VISIBLE_DEVICES"] == str(vdev_id)
     assert handle.env["ASCEND_RT_VISIBLE_DEVICES"] == str(vdev_id)
     assert handle.env["ASCEND_VNPU_SPECS"] == "vir02"
-    release(devices[0].ledger, handle, {"ascend": adapter})
+    release(handle)
     assert vdev_id not in [v for v, _ in vnpus_on(0, 0)]
     assert vnpus_on(0, 0) == [(100, "vir02"), (101, "vir01")]  # vNPUs made by others stay
 

@@ -128,6 +128,13 @@ class NvidiaAdapter(VendorAdapter):
             return device.existing_instances()
         return parse_instances(info.attributes.get("mig.instances"))
 
+    def plain_shares(self, info: DeviceInfo) -> bool:
+        """Plain shares unless MIG is on, or a MIG-capable simulated GPU may already hold instances."""
+        if info.attributes.get("mig.mode") == "enabled":
+            return False
+        mode = self.config.device_plugin.mig_mode
+        return mode == "disabled" or self._geometry(info) is None or info.uuid in self._devices
+
     def plan_grant(
         self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
     ) -> Grant | ReasonCode:

@@ -27,7 +27,7 @@ def _devices(mig_mode: str = "disabled") -> list[Any]:
 def _error(exc: HamiError) -> dict[str, Any]:
     out: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
     if isinstance(exc, InsufficientResources):
-        out["codes"] = sorted(exc.codes())
+        out["codes"] = sorted(exc.codes)
     if isinstance(exc, VendorLibraryError):
         out["code"] = exc.code
         out["function"] = exc.function
