@@ -40,7 +40,11 @@ class TraceNodes:
 
 @dataclass(frozen=True)
 class TracePods:
-    """The task list: ``gpu_milli`` is per device; ``spec`` is the accepted models (None: any)."""
+    """The task list: ``gpu_milli`` is per device; ``spec`` is the accepted models (None: any).
+
+    ``creation``/``deletion`` (seconds of trace time) and ``qos`` are None where the file
+    has no such columns (the multigpu variants).
+    """
 
     names: tuple[str, ...]
     cpu_milli: IntArray
@@ -48,6 +52,9 @@ class TracePods:
     num_gpu: IntArray
     gpu_milli: IntArray
     spec: tuple[frozenset[str] | None, ...]
+    creation: IntArray | None = None
+    deletion: IntArray | None = None
+    qos: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -103,6 +110,11 @@ def load_pods(path: str | Path) -> TracePods:
     for r in rows:
         raw = (r.get("gpu_spec") or "").strip()
         spec.append(frozenset(s for s in raw.split("|") if s) if raw else None)
+    timed = bool(rows) and "creation_time" in rows[0] and "deletion_time" in rows[0]
+    times: dict[str, IntArray | None] = {"creation": None, "deletion": None}
+    if timed:
+        for key in times:
+            times[key] = np.array([_int(r, f"{key}_time", path, i + 2) for i, r in enumerate(rows)], dtype=np.int64)
     return TracePods(
         names=tuple(r["name"] for r in rows),
         cpu_milli=np.array([_int(r, "cpu_milli", path, i + 2) for i, r in enumerate(rows)], dtype=np.int64),
@@ -110,4 +122,7 @@ def load_pods(path: str | Path) -> TracePods:
         num_gpu=num,
         gpu_milli=milli,
         spec=tuple(spec),
+        creation=times["creation"],
+        deletion=times["deletion"],
+        qos=tuple((r.get("qos") or "").strip() for r in rows) if rows and "qos" in rows[0] else None,
     )
