@@ -72,7 +72,7 @@ def request_for(pods: TracePods, index: int) -> ResourceRequest:
         name=pods.names[index],
         host_cpu_milli=int(pods.cpu_milli[index]),
         host_memory_mib=int(pods.memory_mib[index]),
-        parts=parts,  # type: ignore[arg-type]
+        parts=parts,
         preemptible=pods.qos is not None and pods.qos[index] == "BE",
     )
 
