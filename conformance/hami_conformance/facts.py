@@ -11,7 +11,7 @@ from hami_conformance.bench import Bench
 from hami_devices import limiter
 from hami_devices.device import Device
 from hami_devices.errors import LimiterError
-from hami_devices.models import DeviceHandle, Grant
+from hami_devices.models import DeviceHandle
 
 MIB = 1024 * 1024
 
@@ -99,7 +99,3 @@ def hardware_partition_problems(
     if not missing and not stray and len(ours) != len(grants):
         problems.append(f"{name}: the vendor library reports {len(ours)} partitions for {len(grants)} live grants")
     return problems
-
-
-def partition_grants(handles: Iterable[DeviceHandle]) -> list[Grant]:
-    return [g for h in handles for g in h.grants if g.partition]
