@@ -58,6 +58,7 @@ def within_capacity(bench: Bench) -> None:
         handle = bench.allocate_on(device, share(memory, cores))
     except InsufficientResources as exc:
         raise CheckFailed(f"{memory} MiB/{cores}% refused on an empty device of {cap.memory_mib} MiB: {exc}") from exc
+    handle = bench.recorded(handle)
     expect(len(handle.grants) == 1, f"one-device request got {len(handle.grants)} grants")
     grant = handle.grants[0]
     expect(grant.uuid == device.uuid, f"grant on {grant.uuid}, the request was made on {device.uuid}")

@@ -79,7 +79,7 @@ def granted_from_catalog(bench: Bench) -> None:
                 handle = bench.allocate_on(device, share(1, 0, partition=profile.name))
             except InsufficientResources as exc:
                 raise CheckFailed(f"{device.type}: profile {profile.name} refused on an empty device: {exc}") from exc
-            _expect_profile(handle, profile)
+            _expect_profile(bench.recorded(handle), profile)
             bench.release(handle)
         smallest = min(profiles, key=lambda p: (p.memory_mib, p.cores))
         ask = max(1, smallest.memory_mib // 2)
@@ -89,7 +89,7 @@ def granted_from_catalog(bench: Bench) -> None:
         known = {p.name: p for p in profiles}
         expect(grant.partition, f"{device.type}: 'auto' for {ask} MiB granted no partition")
         if grant.partition in known:
-            _expect_profile(handle, known[grant.partition or ""])
+            _expect_profile(bench.recorded(handle), known[grant.partition or ""])
             expect(
                 grant.memory_mib == best,
                 f"{device.type}: 'auto' for {ask} MiB granted {grant.partition} with {grant.memory_mib} MiB, "
@@ -137,4 +137,4 @@ def no_overlap(bench: Bench) -> None:
             expect(bench.state(device).usage.sharers == 0, f"{device.type}: partitions left after release")
         largest = max(profiles, key=lambda p: (p.memory_mib, p.cores))
         again = bench.allocate_on(device, share(1, 0, partition=largest.name))
-        _expect_profile(again, largest)
+        _expect_profile(bench.recorded(again), largest)
