@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel cffi
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,kubernetes]'
 if [ -f examples/vendor-plugin/pyproject.toml ]; then
     .venv/bin/python -m pip install -q -e ./examples/vendor-plugin
 fi
