@@ -39,8 +39,8 @@ from hami_devices.scheduling.engine import Engine, Placement
 
 MAX_ATTEMPTS = 128
 """Combinations of alternatives tried per claim before it is refused."""
-RANKED = 8
-"""Placements examined when a distinctAttribute constraint rules out the best one."""
+REPAIRS = 8
+"""Times a distinctAttribute conflict narrows a request and asks the engine again."""
 FULL_CORES = 100
 
 
@@ -171,8 +171,8 @@ class DraAllocator:
                 first = first or request
                 chosen = self._place(claim, request, combo)
                 if chosen is not None:
-                    placement, partitions = chosen
-                    return self._commit(claim, placement, combo, partitions)
+                    placement, partitions, final = chosen
+                    return self._commit(claim, placement, final, partitions)
         assert first is not None
         refusal = self.engine.refusal(first)
         raise InsufficientResources(
@@ -184,28 +184,49 @@ class DraAllocator:
 
     def _place(
         self, claim: Claim, request: ResourceRequest, combo: Sequence[Option]
-    ) -> tuple[Placement, list[int]] | None:
-        placement = self.engine.try_place(request)
-        if placement is None:
-            return None
+    ) -> tuple[Placement, list[int], Sequence[Option]] | None:
+        """The engine's placement; a distinctAttribute conflict narrows the later request and asks again."""
         distinct = [c for c in claim.constraints if c.distinct]
-        candidates = [placement] if not distinct else self.engine.rank(request, RANKED)
-        for candidate in candidates:
-            if all(self._distinct_ok(c, candidate, combo) for c in distinct):
-                partitions = self._partition_devices(candidate, combo)
-                if partitions is not None:
-                    return candidate, partitions
+        for _ in range(REPAIRS):
+            placement = self.engine.try_place(request)
+            if placement is None:
+                return None
+            conflict = next((x for c in distinct if (x := self._conflict(c, placement, combo)) is not None), None)
+            if conflict is None:
+                partitions = self._partition_devices(placement, combo)
+                return None if partitions is None else (placement, partitions, combo)
+            index, attribute, values = conflict
+            option = combo[index]
+            rows = {
+                u: rs for u, rs in option.rows.items()
+                if repr(self.catalog.devices[rs[0]].attribute(attribute)) not in values
+            }
+            if len(rows) < option.part.count:
+                return None
+            narrowed = Option(option.sub, option.part.model_copy(update={"uuids": sorted(rows)}), rows)
+            combo = [narrowed if k == index else o for k, o in enumerate(combo)]
+            request = request.model_copy(update={"parts": [o.part for o in combo]})
         return None
 
-    def _distinct_ok(self, constraint: Constraint, placement: Placement, combo: Sequence[Option]) -> bool:
-        assert constraint.distinct is not None
-        seen = []
+    def _conflict(
+        self, constraint: Constraint, placement: Placement, combo: Sequence[Option]
+    ) -> tuple[int, str, set[str]] | None:
+        """(part, attribute, values its devices must avoid) for the first device repeating a value, or None."""
+        attribute = constraint.distinct
+        assert attribute is not None
+        seen: dict[str, int] = {}
         for grant in placement.grants:
             option = combo[grant.part]
-            if constraint.applies(option.sub.request):
-                row = option.rows[grant.uuid][0]
-                seen.append(self.catalog.devices[row].attribute(constraint.distinct))
-        return None not in seen and len(seen) == len(set(map(repr, seen)))
+            if not constraint.applies(option.sub.request):
+                continue
+            value = repr(self.catalog.devices[option.rows[grant.uuid][0]].attribute(attribute))
+            if value in seen and seen[value] != grant.part:
+                others = {v for v, part in seen.items() if part != grant.part}
+                return grant.part, attribute, others
+            if value in seen:  # two devices of one request repeat a value: no narrowing of that request helps
+                return grant.part, attribute, {value}
+            seen[value] = grant.part
+        return None
 
     def _partition_devices(self, placement: Placement, combo: Sequence[Option]) -> list[int] | None:
         """A free partition device (counters fitting) for each partition grant, in grant order; None if any lacks."""
