@@ -98,6 +98,10 @@ class DraAllocator:
         self._counters_used: dict[tuple[str, str, str], dict[str, Decimal]] = {}
         self._claims: dict[str, Booked] = {}
         self._lock = threading.Lock()
+        # Published devices do not change within an allocator, so what a (class, selectors) pair
+        # selects -- and how those rows split into cards and partitions -- is computed once.
+        self._selected: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+        self._split: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
 
     def _traits(self, vendor: str, model: str) -> Any:
         adapter = self.registry.adapters.get(vendor)
@@ -312,6 +316,13 @@ class DraAllocator:
 
     # ------------------------------------------------------------------ narrowing
     def _candidates(self, claim: Claim, sub: SubRequest) -> list[int]:
+        key = (sub.device_class, sub.selectors)
+        rows = self._selected.get(key)
+        if rows is None:
+            rows = self._selected[key] = self._select(claim, sub)
+        return rows
+
+    def _select(self, claim: Claim, sub: SubRequest) -> list[int]:
         selectors = self.classes.get(sub.device_class)
         if selectors is None:
             raise InvalidRequest(
@@ -330,13 +341,21 @@ class DraAllocator:
         for sub in alternatives:
             rows = self._candidates(claim, sub)
             memory, cores, extra = self._capacity(claim, sub)
-            shares = [r for r in rows if self.catalog.devices[r].kind == names.KIND_DEVICE and self._has(r, extra)]
+            split_key = (sub.device_class, sub.selectors, tuple(sorted(extra.items())))
+            split = self._split.get(split_key)
+            if split is None:
+                kinds = [(r, self.catalog.devices[r].kind) for r in rows]
+                split = self._split[split_key] = (
+                    [r for r, k in kinds if k == names.KIND_DEVICE and self._has(r, extra)],
+                    [r for r, k in kinds if k == names.KIND_PARTITION],
+                )
+            shares, partition_rows = split
             if shares:
                 out.extend(self._share_options(sub, shares, memory, cores))
             by_profile: dict[str, list[int]] = {}
-            for r in rows:
+            for r in partition_rows:
                 d = self.catalog.devices[r]
-                if d.kind == names.KIND_PARTITION and self._partition_fits(r, memory, cores, extra):
+                if self._partition_fits(r, memory, cores, extra):
                     by_profile.setdefault(str(d.own("partition")), []).append(r)
             if by_profile and sub.mode == ALL:
                 raise InvalidRequest(f"{sub.field}.allocationMode",
