@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.accounting import evaluate, usage_of
-from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode
+from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
 from hami_devices.ledger import Ledger, LedgerView
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
@@ -65,12 +65,16 @@ def allocate(
     *,
     policy: Policy | str | None = None,
     policies: str | Path | None = None,
+    handle_id: str | None = None,
 ) -> DeviceHandle:
     """Grant ``request`` on ``devices``, all parts or none; ``Placement.grants == handle.grants``.
 
     A request is placed by the engine with ``policy`` (default: the configuration's
     ``scheduler.policy``); a ``Placement`` is committed exactly as ranked, or refused
     with ``InsufficientResources`` (``permanent=False``) if it no longer fits.
+    ``handle_id`` fixes the allocation's id (default: a new one), so a caller that
+    retries (a kubelet plugin) can find what an earlier attempt committed; an id that
+    is already live is refused with ``InvalidRequest`` and nothing is granted.
     """
     if not devices:
         raise InsufficientResources("no devices to allocate from", permanent=True)
@@ -85,12 +89,17 @@ def allocate(
                 "parts", "hd.allocate grants devices; place a host-only request with Engine.schedule"
             )
     with ledger.transaction() as view:
+        if handle_id is not None and _live(view, handle_id):
+            raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
         if isinstance(request, Placement):
             placement = request
         else:
             placement = engine_for(devices, view.handles(), policy=policy, policies=policies).place(request)
         grants = _verified(placement, devices, view)
-        handle = _realise(DeviceHandle(request=placement.request, grants=grants), adapters)
+        fresh = DeviceHandle(request=placement.request, grants=grants)
+        if handle_id is not None:
+            fresh = fresh.model_copy(update={"id": handle_id})
+        handle = _realise(fresh, adapters)
         try:
             view.add(handle)
         except BaseException:
@@ -99,6 +108,14 @@ def allocate(
     handle._ledger = ledger
     handle._adapters = adapters
     return handle
+
+
+def _live(view: LedgerView, handle_id: str) -> bool:
+    try:
+        view.get(handle_id)
+    except UnknownAllocation:
+        return False
+    return True
 
 
 def _verified(placement: Placement, devices: Sequence[Device], view: LedgerView) -> list[Grant]:
