@@ -47,6 +47,10 @@ def test_allocation_environment_enforces_and_monitor_reports(drivers: Drivers, w
     finally:
         holder.kill()
         holder.wait()
+    # SIGKILL: no exit handler gave the 24 MiB back, and no workload has allocated since to reclaim them.
+    # The process is gone, so monitor must not report its memory.
+    (usage,) = device.monitor().allocations
+    assert usage.memory_used_mib == 0 and usage.processes == []
 
     device.release(handle)
     assert not region.exists()

@@ -126,19 +126,18 @@ def test_closed_region_raises(tmp_path: Path) -> None:
 # A second process that takes a slot, reserves bytes through the same C core the shims use, then
 # either sleeps or sits inside the region lock until it is killed.
 _CHILD = """
-import os, sys, time
+import sys, time
 from hami_devices import _native
 from hami_devices.limiter import Region
 r = Region.open(sys.argv[1])
-lib, pid = _native.lib, os.getpid()
-slot = lib.hami_region_register(r._handle, pid, lib.hami_proc_start_time(pid))
+lib = _native.lib
+slot = lib.hami_region_register_self(r._handle)
 assert slot >= 0
 assert lib.hami_region_reserve(r._handle, slot, 0, int(sys.argv[3])) == 0
-print("RESERVED", flush=True)
 if sys.argv[2] == "lock":
-    lib.hami_region_debug_hold_lock(r._handle, 600000)
-else:
-    time.sleep(600)
+    assert lib.hami_region_lock(r._handle) == 0
+print("RESERVED", flush=True)
+time.sleep(600)
 """
 
 
@@ -171,7 +170,6 @@ def test_lock_holder_killed_does_not_wedge_others(tmp_path: Path) -> None:
     path = tmp_path / "a.region"
     with Region.create(path, [DeviceLimit(GIB, 0)]) as region:
         child = _child(path, "lock", 4096)
-        time.sleep(0.2)  # the child is now inside hami_region_debug_hold_lock
         child.send_signal(signal.SIGKILL)
         child.wait()
         started = time.monotonic()
