@@ -14,7 +14,7 @@ import pytest
 from hami_devices import limiter
 from hami_devices.errors import LimiterError
 from hami_devices.limiter import DeviceLimit, Region
-from tests.limiter.helpers import PYTHON, python_env
+from tests.limiter.helpers import PYTHON, hook_shim, python_env
 
 GIB = 1 << 30
 
@@ -214,3 +214,13 @@ def test_shims_do_not_link_libpython() -> None:
         ).stdout
         assert "libpython" not in needed, name
         assert os.path.getsize(limiter.shim_library(name)) > 0
+
+
+def test_shipped_shims_carry_no_test_hooks() -> None:
+    # The fake-state utilization source and the fake libcuda's device reordering exist only in the test
+    # builds (native/testhooks -> libs/fakes/hooks/); what an allocation preloads knows nothing of them.
+    for name in ("libhami_cuda.so", "libhami_ascend.so", "libhami_cambricon.so"):
+        data = limiter.shim_library(name).read_bytes()
+        for hook in (b"HAMI_FAKE_", b"hami_busy_from_fake_state", b"hami_fake_gpu_attach"):
+            assert hook not in data, (name, hook)
+        assert hook_shim(name).read_bytes().count(b"HAMI_FAKE_GPU_STATE") > 0  # the test build has them

@@ -95,8 +95,11 @@ static void *storm_thread(void *arg) {
             else { fprintf(stderr, "alloc rc=%d\n", rc); exit(4); }
         }
     }
-    if (!a->keep)
+    if (!a->keep) {
         for (int k = 0; k < 4; k++) if (held[k]) cuMemFree_v2(held[k]);
+        /* The cuMemAllocAsync pool keeps freed memory until a synchronisation, as a program's does. */
+        cuCtxSynchronize();
+    }
     return NULL;
 }
 
