@@ -203,3 +203,32 @@ def test_threads_of_a_forked_child_register_one_slot(drivers: Drivers, wenv: Env
         while region_used(wenv) and time.monotonic() < deadline:
             time.sleep(0.01)  # the killed child is reaped by init, not by this test
         assert region_used(wenv) == 0
+
+
+def test_mixed_storm_never_passes_the_limit(drivers: Drivers, wenv: Env) -> None:
+    # 8 processes x 4 threads allocating through cuMemAlloc, cuMemAllocAsync, an explicit pool and VMM
+    # (create, map, release; unmap later), freeing in stream order with occasional syncs.
+    limit = 32 * MIB
+    env = limited(wenv, 32)
+    procs = [
+        subprocess.Popen(
+            [str(drivers.cuda), "storm", "4", "3000", str(8 * MIB), str(seed), "mixed"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in range(8)
+    ]
+    admitted = refused = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        counts = dict(part.split("=") for part in out.split())
+        admitted, refused = admitted + int(counts["ok"]), refused + int(counts["oom"])
+    assert admitted > 1000 and refused > 1000  # it really pressed against the limit
+    with Region.open(wenv.region) as region:
+        usage = region.device_usage()[0]
+    assert 0 < usage.memory_peak_bytes <= limit
+    assert 0 < peak(wenv) <= limit
+    assert usage.memory_used_bytes == 0 and fake_gpu_snapshot(wenv.state)[0].used_bytes == 0
