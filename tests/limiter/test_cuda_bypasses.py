@@ -78,6 +78,13 @@ def test_stream_ordered_free_gives_memory_back_only_when_the_stream_gets_there(
     assert peak(wenv) <= 64 * MIB
 
 
+def test_stream_ordered_free_of_a_cumemalloc_allocation_waits_for_the_stream(drivers: Drivers, wenv: Env) -> None:
+    f = scenario(drivers, limited(wenv, 64), "plain-deferred", 48)
+    assert f["alloc"] == OK and f["free_async"] == OK
+    assert f["alloc_before_sync"] == OOM and f["alloc_after_sync"] == OK
+    assert peak(wenv) <= 64 * MIB
+
+
 def test_memory_a_pool_keeps_is_counted_and_trimmed_at_the_limit(drivers: Drivers, wenv: Env) -> None:
     # With its release threshold at the maximum the pool keeps the freed 48 MiB after the sync; the
     # allocation that needs them is admitted only once the shim has trimmed the pool.
@@ -137,7 +144,14 @@ def test_graph_memory_nodes_are_limited_at_instantiation(drivers: Drivers, wenv:
 def test_without_the_shim_every_path_passes_the_limit(drivers: Drivers, wenv: Env) -> None:
     # The control: the same scenarios on the bare fake hold more than 64 MiB, so the tests above measure
     # the shim, not the fake.
-    for args in (("vmm", 32), ("pool-explicit", 100), ("pool-deferred", 48), ("arrays", 10, 1000, 1000), ("graph", 48)):
+    for args in (
+        ("vmm", 32),
+        ("pool-explicit", 100),
+        ("pool-deferred", 48),
+        ("plain-deferred", 48),
+        ("arrays", 10, 1000, 1000),
+        ("graph", 48),
+    ):
         wenv.state.unlink(missing_ok=True)
         env = wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096")
         scenario(drivers, env, *args)

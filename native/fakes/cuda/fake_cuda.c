@@ -351,7 +351,17 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
     if (fake_pool_owns(dptr)) return fake_pool_free_async(dptr, hStream);
     if (fake_graph_owns(dptr)) return fake_graph_free(dptr);
-    return cuMemFree_v2(dptr); /* a cuMemAlloc allocation: freed in stream order, i.e. at once here */
+    /* A cuMemAlloc allocation: freed when the stream gets there. */
+    CUstream s = fake_stream(hStream);
+    uint64_t size;
+    int32_t dev;
+    if (!s) return CUDA_ERROR_INVALID_CONTEXT;
+    if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_mu);
+    CUresult rc = fake_defer_free(s, -1, dev, size);
+    pthread_mutex_unlock(&fake_mu);
+    if (rc != CUDA_SUCCESS) hami_ptrmap_put(&g_ptrs, dptr, size, dev);
+    return rc;
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return cuMemFreeAsync(dptr, hStream); }

@@ -31,7 +31,9 @@ struct CUctx_st {
 
 /* A stream-ordered free waiting for its stream to reach it. */
 typedef struct fake_pending {
-    uint64_t ptr;
+    uint64_t size;
+    int pool;   /* index of the pool it returns to; -1: a cuMemAlloc allocation, freed to the device */
+    int device;
     uint64_t seq;
     struct fake_pending *next;
 } fake_pending;
@@ -68,6 +70,8 @@ CUstream fake_stream(CUstream s);
 int fake_pool_owns(uint64_t ptr);
 CUresult fake_pool_free_now(uint64_t ptr);         /* cuMemFree of a pool allocation */
 CUresult fake_pool_free_async(uint64_t ptr, CUstream s);
+/* Queues a free on the stream (the caller holds fake_mu). */
+CUresult fake_defer_free(CUstream s, int pool, int device, uint64_t size);
 /* The stream has reached every operation up to seq: its pending frees return to their pools. */
 void fake_stream_reached(CUstream s, uint64_t seq);
 /* A synchronisation: pools above their release threshold give idle memory back. */

@@ -263,17 +263,27 @@ CUresult fake_pool_free_async(uint64_t ptr, CUstream hStream) {
     uint64_t size;
     int32_t index;
     if (hami_ptrmap_take(&g_pool_ptrs, ptr, &size, &index) != 0) return CUDA_ERROR_INVALID_VALUE;
-    fake_pending *f = malloc(sizeof *f);
-    if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&fake_mu);
     CUmemoryPool p = &g_pools[index];
-    p->used -= size;
-    p->pending += size;
-    f->ptr = ((uint64_t)index << 48) | size; /* the pool and size travel with the pending free */
+    CUresult rc = fake_defer_free(s, index, p->device, size);
+    if (rc == CUDA_SUCCESS) {
+        p->used -= size;
+        p->pending += size;
+    }
+    pthread_mutex_unlock(&fake_mu);
+    if (rc != CUDA_SUCCESS) hami_ptrmap_put(&g_pool_ptrs, ptr, size, index);
+    return rc;
+}
+
+CUresult fake_defer_free(CUstream s, int pool, int device, uint64_t size) {
+    fake_pending *f = malloc(sizeof *f);
+    if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
+    f->size = size;
+    f->pool = pool;
+    f->device = device;
     f->seq = ++s->seq;
     f->next = s->pending;
     s->pending = f;
-    pthread_mutex_unlock(&fake_mu);
     return CUDA_SUCCESS;
 }
 
@@ -284,9 +294,13 @@ void fake_stream_reached(CUstream s, uint64_t seq) {
             pp = &f->next;
             continue;
         }
-        CUmemoryPool p = &g_pools[f->ptr >> 48];
-        p->pending -= f->ptr & ((1ull << 48) - 1);
-        forget_if_empty(p);
+        if (f->pool >= 0) { /* back to its pool, which keeps it */
+            CUmemoryPool p = &g_pools[f->pool];
+            p->pending -= f->size;
+            forget_if_empty(p);
+        } else { /* a cuMemAlloc allocation: back to the device */
+            fake_give(f->device, f->size);
+        }
         *pp = f->next;
         free(f);
     }

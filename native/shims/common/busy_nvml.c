@@ -155,11 +155,16 @@ static uint64_t per_process(const hami_region *r, int device, int *unsupported) 
         free(s);
         return UINT64_MAX;
     }
-    int32_t pids[HAMI_REGION_MAX_PROCS];
+    /* NVML numbers processes as the driver sees them (host pids); a process in a PID namespace
+     * that shares the host's /proc recorded that number as host_pid. */
+    int32_t pids[2 * HAMI_REGION_MAX_PROCS];
     int np = 0;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
         int32_t pid = LOAD(r->shm->proc[i].pid);
-        if (pid > 0) pids[np++] = pid;
+        if (pid <= 0) continue;
+        pids[np++] = pid;
+        int32_t host = r->shm->proc[i].host_pid;
+        if (host > 0 && host != pid) pids[np++] = host;
     }
     qsort(s, count, sizeof *s, by_time);
     /* With no earlier sample (seen == 0) the first period's start is unknown: it only opens the count. */

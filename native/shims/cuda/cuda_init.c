@@ -31,6 +31,7 @@ void *hami_real_dlsym(void *handle, const char *name) {
 static void after_fork_child(void) {
     /* Device memory does not survive fork: the child's maps and locks start fresh. */
     hami_ptrmap_after_fork(&hami_cuda_ptrs);
+    hami_cuda_memory_after_fork();
     hami_cuda_vmm_after_fork();
     hami_cuda_array_after_fork();
     hami_cuda_pool_after_fork();

@@ -2,6 +2,9 @@
  * call the driver, and give the reservation back if the driver fails.  (VMM,
  * pools, arrays and graphs have their own files; they reserve through here.) */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+
 #include "cuda_shim.h"
 
 #define REAL_OR_FAIL(name) HAMI_REAL_OR_FAIL(name)
@@ -84,6 +87,38 @@ HAMI_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
     return CUDA_SUCCESS;
 }
 
+/* cuMemFreeAsync of a cuMemAlloc allocation frees it when the stream gets there:
+ * its bytes stay reserved until the next synchronisation says so. */
+static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_deferred[HAMI_REGION_MAX_DEVICES];
+static int g_any_deferred;
+
+static void defer_release(int dev, uint64_t size) {
+    if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return;
+    pthread_mutex_lock(&g_deferred_mu);
+    g_deferred[dev] += size;
+    __atomic_store_n(&g_any_deferred, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_deferred_mu);
+}
+
+void hami_cuda_release_deferred(void) {
+    if (!__atomic_load_n(&g_any_deferred, __ATOMIC_ACQUIRE)) return;
+    uint64_t take[HAMI_REGION_MAX_DEVICES];
+    pthread_mutex_lock(&g_deferred_mu);
+    memcpy(take, g_deferred, sizeof take);
+    memset(g_deferred, 0, sizeof g_deferred);
+    __atomic_store_n(&g_any_deferred, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_deferred_mu);
+    for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++)
+        if (take[d]) hami_shim_release(d, take[d]);
+}
+
+void hami_cuda_memory_after_fork(void) {
+    pthread_mutex_init(&g_deferred_mu, NULL);
+    memset(g_deferred, 0, sizeof g_deferred);
+    g_any_deferred = 0;
+}
+
 /* Frees take the entry out of the map *before* calling the driver: once the
  * driver has freed, another thread may get the same address back, and its
  * entry must not be confused with ours. */
@@ -93,10 +128,12 @@ static CUresult free_ptr(uint64_t key, CUresult (*call)(uint64_t, void *), void 
     int32_t dev;
     if (hami_ptrmap_take(&hami_cuda_ptrs, key, &size, &dev) == 0) {
         CUresult rc = call(key, ctx);
-        if (rc == CUDA_SUCCESS)
-            hami_shim_release(dev, size);
-        else
+        if (rc != CUDA_SUCCESS)
             hami_ptrmap_put(&hami_cuda_ptrs, key, size, dev);
+        else if (async)
+            defer_release(dev, size);
+        else
+            hami_shim_release(dev, size);
         return rc;
     }
     /* A stream-ordered allocation: its pool keeps the memory, and the charge follows the pool. */

@@ -80,6 +80,9 @@ static inline int hami_cuda_current_device(void) {
  * back what this process's pools and graph allocator cache idly (`held`: a
  * pool whose lock the caller holds), then tries once more. */
 CUresult hami_cuda_reserve(int dev, uint64_t bytes, const void *held);
+/* After a synchronisation: what cuMemFreeAsync freed of cuMemAlloc allocations is given back. */
+void hami_cuda_release_deferred(void);
+void hami_cuda_memory_after_fork(void);
 
 /* cuda_stream.c: the device a stream belongs to (special handles: the current one). */
 int hami_cuda_stream_device(CUstream s);

@@ -7,6 +7,7 @@
 
 static CUresult after_sync(CUresult rc) {
     if (rc == CUDA_SUCCESS && hami_shim_accounting()) {
+        hami_cuda_release_deferred();
         hami_cuda_pools_settle(1);
         hami_cuda_graphs_settle();
     }

@@ -8,6 +8,7 @@
  *   cuda_scenarios pool-deferred M       M async on a stream, cuMemFreeAsync, then M with cuMemAlloc
  *                                        before and after the stream is synchronised
  *   cuda_scenarios pool-retained M       as above with the pool keeping all freed memory (threshold max)
+ *   cuda_scenarios plain-deferred M      M with cuMemAlloc, cuMemFreeAsync, M again before and after a sync
  *   cuda_scenarios pool-stream M         M async on a stream of device 1 while device 0 is current
  *   cuda_scenarios arrays N W H          up to N float4 W x H arrays, then 3D and mipmapped ones
  *   cuda_scenarios graph M               graphs with an M alloc+free node: instantiate, launch, destroy
@@ -130,6 +131,21 @@ static int cmd_pool_deferred(size_t mib, int retain) {
     say("sync", cuStreamSynchronize(s));
     /* Synchronised: the pool keeps the memory only if its threshold says so. */
     int rc = cuMemAlloc_v2(&b, bytes);
+    say("alloc_after_sync", rc);
+    if (rc == CUDA_SUCCESS) cuMemFree_v2(b);
+    return 0;
+}
+
+static int cmd_plain_deferred(size_t mib) {
+    CUstream s = new_stream();
+    CUdeviceptr a, b;
+    say("alloc", cuMemAlloc_v2(&a, mib * MIB));
+    say("free_async", cuMemFreeAsync(a, s));
+    int rc = cuMemAlloc_v2(&b, mib * MIB);
+    say("alloc_before_sync", rc);
+    if (rc == CUDA_SUCCESS) cuMemFree_v2(b);
+    say("sync", cuStreamSynchronize(s));
+    rc = cuMemAlloc_v2(&b, mib * MIB);
     say("alloc_after_sync", rc);
     if (rc == CUDA_SUCCESS) cuMemFree_v2(b);
     return 0;
@@ -314,6 +330,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "pool-deferred")) return cmd_pool_deferred(m, 0);
     if (!strcmp(cmd, "pool-retained")) return cmd_pool_deferred(m, 1);
     if (!strcmp(cmd, "pool-stream")) return cmd_pool_stream(m);
+    if (!strcmp(cmd, "plain-deferred")) return cmd_plain_deferred(m);
     if (!strcmp(cmd, "arrays") && argc >= 5) return cmd_arrays(atoi(argv[2]), strtoull(argv[3], NULL, 10),
                                                               strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "graph")) return cmd_graph(m);
