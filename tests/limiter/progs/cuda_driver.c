@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,8 +178,7 @@ static int cmd_waitalloc(size_t bytes) {
     if (rc == CUDA_SUCCESS) { printf("ADMITTED 0\n"); return 0; }
     printf("WAITING rc=%d\n", rc);
     fflush(stdout);
-    while ((rc = cuMemAlloc_v2(&p, bytes)) == CUDA_ERROR_OUT_OF_MEMORY) {
-    }
+    while ((rc = cuMemAlloc_v2(&p, bytes)) == CUDA_ERROR_OUT_OF_MEMORY) sched_yield(); /* retry, not starve */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     printf("ADMITTED %lld rc=%d\n", (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec, rc);
