@@ -284,7 +284,9 @@ def region_dir() -> Path:
         folder = Path(os.environ["XDG_RUNTIME_DIR"]) / "hami-devices" / "regions"
     else:
         folder = Path(tempfile.gettempdir()) / f"hami-devices-{os.getuid()}" / "regions"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # mkdir(parents=True) gives the parents the umask's permissions, not `mode`: make the one we own 0700 too.
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(exist_ok=True, mode=0o700)
     check_region_dir(folder)
     return folder
 

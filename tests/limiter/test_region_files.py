@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,16 @@ def test_region_dir_must_be_private(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         limiter.region_dir()
     monkeypatch.setenv("HAMI_REGION_DIR", str(tmp_path / "fresh"))
     assert stat.S_IMODE(limiter.region_dir().stat().st_mode) == 0o700
+
+
+def test_default_region_dir_is_private_whatever_the_umask(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HAMI_REGION_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    old = os.umask(0)
+    try:
+        folder = limiter.region_dir()
+    finally:
+        os.umask(old)
+    assert folder == tmp_path / f"hami-devices-{os.getuid()}" / "regions"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE(folder.parent.stat().st_mode) == 0o700
