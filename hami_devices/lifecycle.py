@@ -101,9 +101,10 @@ class AllocationStatus:
 
 
 def _read_region(
-    handle: DeviceHandle, vendor: str, path: str, status: AllocationStatus, *, reclaim: bool
+    handle: DeviceHandle, group: str, path: str, status: AllocationStatus, *, reclaim: bool
 ) -> None:
-    uuids = [g.uuid for g in handle.grants if g.vendor == vendor]
+    node, _, vendor = group.rpartition("/")  # regions are per (node, vendor) group
+    uuids = [g.uuid for g in handle.grants if g.vendor == vendor and g.node == node]
     try:
         with limiter.Region.open(path) as region:
             if reclaim:
@@ -150,8 +151,8 @@ def allocation_status(handle: DeviceHandle, *, now: float | None = None, reclaim
     """Age, per-device usage and processes of one allocation, from its limiter regions."""
     now = time.time() if now is None else now
     status = AllocationStatus(handle=handle, age_s=max(0.0, now - handle.created_at))
-    for vendor, path in sorted(handle.regions.items()):
-        _read_region(handle, vendor, path, status, reclaim=reclaim)
+    for group, path in sorted(handle.regions.items()):
+        _read_region(handle, group, path, status, reclaim=reclaim)
     return status
 
 
@@ -205,7 +206,7 @@ def _why_kept(status: AllocationStatus, grace_s: float) -> str | None:
 def _release(
     ledger: Ledger, status: AllocationStatus, adapters: Mapping[str, VendorAdapter], report: GcReport
 ) -> None:
-    from hami_devices.allocation import release
+    from hami_devices.allocation import release_from
 
     handle = status.handle
     exited = sum(not p.alive for p in status.processes)
@@ -220,7 +221,7 @@ def _release(
         report.kept.append((handle.id, _why_kept(again, 0.0) or "changed while collecting"))
         return
     try:
-        release(ledger, handle.id, adapters)
+        release_from(ledger, handle.id, adapters)
     except UnknownAllocation as exc:  # released by someone else meanwhile
         report.actions.append(GcAction("release", handle.id, reason, done=False, error=str(exc)))
         return

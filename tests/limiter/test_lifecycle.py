@@ -115,7 +115,9 @@ def test_gc_releases_allocations_whose_workloads_died_and_removes_orphans(
     os.utime(leftover, (time.time() - 3600, time.time() - 3600))
     fresh = _stray_region(folder, "just-made-nvidia.region", 0)  # an allocation being committed right now
     in_use = _stray_region(folder, "other-ledger-nvidia.region", 0)
-    elsewhere = running.model_copy(update={"env": {**running.env, "HAMI_REGION_PATH": str(in_use)}})
+    elsewhere = running.model_copy(
+        update={"environments": {k: {**v, "HAMI_REGION_PATH": str(in_use)} for k, v in running.environments.items()}}
+    )
     other = holder(drivers, wenv, elsewhere, 1)  # a workload of an allocation this ledger does not know
     os.utime(in_use, (time.time() - 3600, time.time() - 3600))
     ledger = ["--ledger", str(ledger_path)]
@@ -140,8 +142,9 @@ def test_gc_releases_allocations_whose_workloads_died_and_removes_orphans(
         assert f"release {ended.id}: no live workload process" in text
         assert f"release {unused.id}: no live workload process" in text and "-- done" in text
         assert [a["id"] for a in cli_json("allocations", *ledger)["allocations"]] == [running.id]
-        assert not Path(ended.regions["nvidia"]).exists() and not Path(unused.regions["nvidia"]).exists()
-        assert Path(running.regions["nvidia"]).exists()
+        assert not Path(ended.region_for("n", "nvidia") or "").exists()
+        assert not Path(unused.region_for("n", "nvidia") or "").exists()
+        assert Path(running.region_for("n", "nvidia") or "").exists()
     finally:
         for proc in (live, other):
             proc.kill()
