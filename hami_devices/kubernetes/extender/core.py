@@ -32,7 +32,7 @@ from hami_devices.allocation import allocate
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import complete_inventory, discover, load_inventory_for
-from hami_devices.errors import HamiError, InsufficientResources, InvalidRequest, UnknownAllocation
+from hami_devices.errors import HamiError, InsufficientResources, UnknownAllocation
 from hami_devices.inventory import Inventory
 from hami_devices.kubernetes.extender import leases, wire
 from hami_devices.kubernetes.extender.kube import BindFailed, PodBinder
@@ -213,7 +213,7 @@ class Extender:
                 try:
                     placement = engine.place(request)
                 except InsufficientResources as exc:
-                    return None, f"{pod.pod.label} does not fit {node}: {exc}"
+                    return None, refusal(pod.pod.label, node, exc)
                 assumed = engine.book(placement)
             try:
                 with self._ledger_lock:
@@ -223,7 +223,7 @@ class Extender:
                         self._mirror(handle)
                 return handle, ""
             except InsufficientResources as exc:  # another writer changed the ledger since we looked
-                error = f"{pod.pod.label} no longer fits {node}: {exc}"
+                error = refusal(pod.pod.label, node, exc)
                 with self._state:
                     self.cluster.forget(assumed.id)
                 self.resync()
@@ -419,5 +419,8 @@ def pod_annotations(handle: DeviceHandle, node: str) -> dict[str, str]:
     }
 
 
-def invalid(exc: InvalidRequest) -> str:
-    return f"{type(exc).__name__}: {exc}"
+def refusal(label: str, node: str, exc: InsufficientResources) -> str:
+    """Why a bind found no room: the node's reason codes (the request was pinned to its devices)."""
+    codes = exc.reasons.get(node) or sorted({str(c) for c in exc.codes})
+    when = "never on this node" if exc.permanent else "until capacity frees"
+    return f"{label} does not fit {node} ({when}): {', '.join(str(c) for c in codes)}"
