@@ -94,8 +94,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    server.close()
-    ledger.close()
+    server.close()  # the ledger's connections belong to the worker threads; they close with the process
     print("hami-devices extender stopped", file=sys.stderr)
     return 0
 

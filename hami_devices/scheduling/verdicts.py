@@ -56,10 +56,10 @@ def judge_nodes(
         raise InvalidRequest("same_node", "per-node verdicts need a request placed on one node")
     c = engine.cluster
     names = [n for n in c.node_names if n] if nodes is None else list(nodes)
-    for name in names:
-        if name not in c.nodes:
-            raise InvalidRequest("nodes", f"unknown node {name!r}")
-    rows: IntArray = np.fromiter((c.node_row(n) for n in names), dtype=np.int64, count=len(names))
+    try:
+        rows: IntArray = np.fromiter(map(c.node_row, names), dtype=np.int64, count=len(names))
+    except KeyError as exc:
+        raise InvalidRequest("nodes", f"unknown node {exc.args[0]!r}") from None
     out = NodeVerdicts()
     unknown = unknown_names(c, request)
     if unknown:  # nothing anywhere answers to a name: no node will ever do
@@ -72,57 +72,53 @@ def judge_nodes(
     host_ok = c.node_ok & (c.node_cpu_free >= request.host_cpu_milli) & (c.node_mem_free >= request.host_memory_mib)
     score = _scores(engine, request, evals, host_ok, rows, exact=scores)
     fits = ~np.isneginf(score)
-    for k in np.flatnonzero(fits).tolist():
-        out.feasible.append(names[k])
-        if scores:
-            out.scores[names[k]] = float(score[k])
+    good = np.flatnonzero(fits).tolist()
+    out.feasible = [names[k] for k in good]
+    if scores:
+        out.scores = dict(zip(out.feasible, score[good].tolist(), strict=True))
     failed = np.flatnonzero(~fits)
     if failed.size == 0:
         return out
     failed_rows = rows[failed]
     n_nodes = len(c.node_names)
-    node_codes: list[list[ReasonCode]] = [[] for _ in failed_rows]
-    for j, r in enumerate(failed_rows.tolist()):
-        if not c.node_ok[r]:
-            node_codes[j].append(ReasonCode.NODE_UNSCHEDULABLE)
-        if c.node_cpu_free[r] < request.host_cpu_milli:
-            node_codes[j].append(ReasonCode.NODE_INSUFFICIENT_CPU)
-        if c.node_mem_free[r] < request.host_memory_mib:
-            node_codes[j].append(ReasonCode.NODE_INSUFFICIENT_MEMORY)
+    # One flag per (failed node, code) in the order codes are reported; the lists are then built once
+    # per distinct pattern, not once per node (a thousand failed nodes share a handful of patterns).
+    order = [ReasonCode.NODE_UNSCHEDULABLE, ReasonCode.NODE_INSUFFICIENT_CPU, ReasonCode.NODE_INSUFFICIENT_MEMORY,
+             ReasonCode.NODE_INSUFFICIENT_DEVICES, *DEVICE_CODES, ReasonCode.NODE_TOPOLOGY_UNSATISFIED]
+    first_device = 4
+    flags = np.zeros((failed_rows.size, len(order)), dtype=bool)
+    flags[:, 0] = ~c.node_ok[failed_rows]
+    flags[:, 1] = c.node_cpu_free[failed_rows] < request.host_cpu_milli
+    flags[:, 2] = c.node_mem_free[failed_rows] < request.host_memory_mib
     never = (c.node_cpu_total[failed_rows] < request.host_cpu_milli) | (
         c.node_mem_total[failed_rows] < request.host_memory_mib
     )
     empty_union = np.zeros(n_nodes, dtype=np.int64)
     for ev in evals:
-        have = np.bincount(ev.nodes, minlength=n_nodes)[failed_rows]
-        short = have < ev.part.count
+        short = np.bincount(ev.nodes, minlength=n_nodes)[failed_rows] < ev.part.count
         if short.any():
             all_rows, first_code = engine._device_codes(ev.part, ev.index)
             bad = first_code >= 0
             seen = np.zeros((n_nodes, len(DEVICE_CODES)), dtype=bool)
             seen[c.node[all_rows[bad]], first_code[bad]] = True
-            for j in np.flatnonzero(short).tolist():
-                found = [ReasonCode.NODE_INSUFFICIENT_DEVICES]
-                found += [DEVICE_CODES[i] for i in np.flatnonzero(seen[failed_rows[j]]).tolist()]
-                node_codes[j].extend(code for code in found if code not in node_codes[j])
-        for j in np.flatnonzero(~short).tolist():
-            if not node_codes[j]:  # enough devices each, yet no set: parts competing for them, or topology
-                code = (
-                    ReasonCode.NODE_TOPOLOGY_UNSATISFIED
-                    if request.topology == "required" and ev.part.count > 1
-                    else ReasonCode.NODE_INSUFFICIENT_DEVICES
-                )
-                node_codes[j].append(code)
+            flags[short, 3] = True
+            flags[:, first_device : first_device + len(DEVICE_CODES)] |= seen[failed_rows] & short[:, None]
         fit_empty = _rows_fitting_empty(engine, ev.part, ev.index, failed_rows)
         per_node = np.bincount(c.node[fit_empty], minlength=n_nodes)
         never |= per_node[failed_rows] < ev.part.count
         empty_union += per_node
     if len(evals) > 1:
         never |= empty_union[failed_rows] < request.device_count
-    for j, k in enumerate(failed.tolist()):
-        out.reasons[names[k]] = node_codes[j] or [ReasonCode.NODE_INSUFFICIENT_DEVICES]
-        if never[j]:
-            out.unresolvable.add(names[k])
+    # Enough devices for each part, yet no set: the parts compete for the same devices, or topology.
+    silent = ~flags.any(axis=1)
+    topology = request.topology == "required" and any(ev.part.count > 1 for ev in evals)
+    flags[silent, len(order) - 1 if topology else 3] = True
+    packed = flags.astype(np.int64) @ (np.int64(1) << np.arange(len(order), dtype=np.int64))
+    patterns, which = np.unique(packed, return_inverse=True)
+    lists = [[code for i, code in enumerate(order) if int(p) >> i & 1] for p in patterns.tolist()]
+    failed_names = [names[k] for k in failed.tolist()]
+    out.reasons = {name: list(lists[w]) for name, w in zip(failed_names, which.reshape(-1).tolist(), strict=True)}
+    out.unresolvable = {name for name, n in zip(failed_names, never.tolist(), strict=True) if n}
     return out
 
 

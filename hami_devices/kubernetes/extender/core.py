@@ -34,6 +34,7 @@ from hami_devices.device import Device
 from hami_devices.discovery import complete_inventory, discover, load_inventory_for
 from hami_devices.errors import HamiError, InsufficientResources, UnknownAllocation
 from hami_devices.inventory import Inventory
+from hami_devices.kubernetes import quantity as q
 from hami_devices.kubernetes.extender import leases, wire
 from hami_devices.kubernetes.extender.kube import BindFailed, PodBinder
 from hami_devices.kubernetes.extender.pods import PodRef, PodRequest, asks_for_devices, pod_ref, pod_request
@@ -108,6 +109,7 @@ class Extender:
         self.binder = binder
         self.lease_s = lease_s
         self.engine = Engine.from_config(inventory, config, policy=policy, registry=registry)
+        q.parse("0")  # import the Kubernetes client's quantity parser now, not inside the first request
         self.cluster = self.engine.cluster
         self._user_policies = configured_policies(config.scheduler.policy_files, None)
         self._engines: dict[str, Engine] = {self.engine.policy.name: self.engine}
@@ -124,7 +126,7 @@ class Extender:
         self._pod_locks: dict[str, tuple[threading.Lock, int]] = {}  # uid -> (lock, holders and waiters)
         self._pod_locks_guard = threading.Lock()
         self._pods: OrderedDict[str, PodRequest | None] = OrderedDict()
-        self._models: tuple[int, dict[str, list[str]]] = (-1, {})
+        self._models: tuple[int, dict[str, set[str]], dict[str, list[str]]] = (-1, {}, {})
         self.resync()
 
     # ------------------------------------------------------------------ filter / prioritize
@@ -142,8 +144,13 @@ class Extender:
             for n in args.node_names
             if n not in self.cluster.nodes
         }
+        texts: dict[tuple[str, ...], str] = {}
         for node, codes in verdict.reasons.items():
-            (unresolvable if node in verdict.unresolvable else failed)[node] = ", ".join(str(c) for c in codes)
+            key = tuple(codes)
+            text = texts.get(key)
+            if text is None:
+                text = texts[key] = ", ".join(key)
+            (unresolvable if node in verdict.unresolvable else failed)[node] = text
         return wire.filter_result(args, verdict.feasible, failed, unresolvable)
 
     def prioritize(self, body: Any) -> list[dict[str, Any]]:
@@ -336,18 +343,20 @@ class Extender:
         """HAMi's type match: every model whose name or alias contains ``term``, case-insensitively."""
         layout = self.cluster.layout_version
         if self._models[0] != layout:
-            names: dict[str, list[str]] = {}
+            names: dict[str, set[str]] = {}
             with self._state:
                 for info in self.cluster.infos:
-                    if info is None:
+                    if info is None or info.model in names:
                         continue
                     aliases = [info.model, *([info.traits.model, *info.traits.aliases] if info.traits else [])]
-                    names.setdefault(info.model, [])
-                    names[info.model].extend(a.lower() for a in aliases)
-            self._models = (layout, names)
-        lowered = term.lower()
-        found = [model for model, aliases in self._models[1].items() if any(lowered in a for a in aliases)]
-        return found or [term]
+                    names[info.model] = {a.lower() for a in aliases}
+            self._models = (layout, names, {})
+        memo = self._models[2]
+        found = memo.get(term)
+        if found is None:
+            lowered = term.lower()
+            found = memo[term] = [m for m, aliases in self._models[1].items() if any(lowered in a for a in aliases)]
+        return list(found) or [term]
 
     def _engine(self, policy: str | None) -> Engine:
         name = policy or self.engine.policy.name
