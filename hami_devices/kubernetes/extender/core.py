@@ -430,6 +430,6 @@ def pod_annotations(handle: DeviceHandle, node: str) -> dict[str, str]:
 
 def refusal(label: str, node: str, exc: InsufficientResources) -> str:
     """Why a bind found no room: the node's reason codes (the request was pinned to its devices)."""
-    codes = exc.reasons.get(node) or sorted({str(c) for c in exc.codes})
+    codes = [str(c) for c in exc.reasons.get(node, [])] or sorted(str(c) for c in exc.codes)
     when = "never on this node" if exc.permanent else "until capacity frees"
-    return f"{label} does not fit {node} ({when}): {', '.join(str(c) for c in codes)}"
+    return f"{label} does not fit {node} ({when}): {', '.join(codes)}"

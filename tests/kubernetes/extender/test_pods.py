@@ -121,3 +121,22 @@ def test_every_container_asking_devices_is_one_part_per_vendor(containers: list[
     nvidia = [p for p in found.request.parts if p.vendors == ["nvidia"]]
     assert [(p.count, p.memory_mib, p.cores) for p in nvidia] == [
         (c["gpu"], c["mem"], c["cores"] or 0) for c in containers if c["gpu"]]
+
+
+def test_examples_speak_the_names_the_extender_reads() -> None:
+    import yaml
+
+    from hami_devices.kubernetes.extender.pods import asks_for_devices
+    from tests.conftest import EXAMPLES
+
+    config = yaml.safe_load((EXAMPLES / "extender" / "kube-scheduler-config.yaml").read_text())
+    (ext,) = config["extenders"]
+    assert ext["nodeCacheCapable"] is True and ext["bindVerb"] == "bind" and ext["urlPrefix"].startswith("http://127.")
+    for resource in ext["managedResources"]:
+        assert asks_for_devices(pod("m", {resource["name"]: "1"})), resource["name"]
+    example = yaml.safe_load((EXAMPLES / "extender" / "pod.yaml").read_text())
+    example["metadata"]["uid"] = "u"
+    found = pod_request(example)
+    assert found is not None and found.policy == "spread"
+    (part,) = found.request.parts
+    assert (part.count, part.memory_mib, part.cores, part.models) == (1, 4000, 30, ["T4", "L4"])
