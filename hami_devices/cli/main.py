@@ -23,6 +23,7 @@ VERB_MODULES = (
     "config",
     "conformance",
     "dra",
+    "extender",
 )
 
 

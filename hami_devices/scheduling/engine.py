@@ -47,6 +47,7 @@ from hami_devices.traits import normalize_model_name
 if TYPE_CHECKING:
     from hami_devices.ledger import Ledger
     from hami_devices.registry import VendorRegistry
+    from hami_devices.scheduling.verdicts import NodeVerdicts
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -258,6 +259,16 @@ class Engine:
             return planned
         info, part = self.cluster.info(row), ev.part
         return Grant.on(info, ev.index, int(ev.memory[position]), part.cores, exclusive=part.exclusive)
+
+    def judge_nodes(
+        self, request: ResourceRequest, nodes: Sequence[str] | None = None, *, scores: bool = True
+    ) -> NodeVerdicts:
+        """Per node of ``nodes`` (default: all): whether the request fits now and its score there, else its
+        reason codes and whether it could ever fit there; over arrays, for schedulers that choose the node
+        themselves (a kube-scheduler extender's filter and prioritize)."""
+        from hami_devices.scheduling.verdicts import judge_nodes
+
+        return judge_nodes(self, request, nodes, scores=scores)
 
     def rejections(self, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
         """Reason codes per node (and per rejected device uuid) for ``--explain``."""
