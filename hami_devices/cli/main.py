@@ -22,6 +22,7 @@ VERB_MODULES = (
     "config",
     "conformance",
     "dra",
+    "ray",
 )
 
 
