@@ -62,7 +62,12 @@ class HamiPlugin(RuntimeEnvPlugin):
         ShareSpec.from_runtime_env(runtime_env_dict)
 
     def get_uris(self, runtime_env: Any) -> list[str]:
-        return [ShareSpec.from_runtime_env(runtime_env).uri]
+        # Ray asks before validating, where an exception is an opaque agent error: an invalid
+        # field has no URI here and ``validate`` then names the field to the driver.
+        try:
+            return [ShareSpec.from_runtime_env(runtime_env).uri]
+        except InvalidRequest:
+            return []
 
     async def create(
         self, uri: str | None, runtime_env: Any, context: RuntimeEnvContext, logger: logging.Logger

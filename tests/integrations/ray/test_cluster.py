@@ -163,3 +163,14 @@ def test_a_raw_runtime_env_share_is_granted_or_refused_by_the_engine(ray_node: R
     with pytest.raises(ray.exceptions.RuntimeEnvSetupError, match=r"hami\.cores"):
         ray.get(task.options(runtime_env={"hami": {"memory_mib": 256, "cores": 101}}).remote(), timeout=60)
     wait_until(lambda: ray_node.ledger.handles() == [])
+
+
+def test_more_shares_than_fit_queue_in_ray_and_all_run(ray_node: RayNode) -> None:
+    # two 6 GiB shares fit the 15 GiB GPU at a time: Ray holds the rest back by its resources,
+    # and starts each as one finishes, possibly before that worker's share is released:
+    # the plugin waits for it (grant_timeout_s) instead of failing the task
+    task = hray.share(memory_mib=6144, cores=10, models=["T4"])(cuda_allocations)
+    reports = ray.get([task.remote([6000]) for _ in range(4)], timeout=120)
+    assert [r["codes"] for r in reports] == [[0]] * 4
+    assert len({r["share"] for r in reports}) == 4
+    wait_until(lambda: ray_node.ledger.handles() == [])

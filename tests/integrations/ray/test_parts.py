@@ -163,6 +163,7 @@ def test_the_plugin_grants_injects_and_releases(node_env: Path) -> None:
     runtime_env = {"hami": {"memory_mib": 2048, "cores": 25, "models": ["L4"], "share": "x"}}
     HamiPlugin.validate(runtime_env)
     (uri,) = plugin.get_uris(runtime_env)
+    assert plugin.get_uris({"hami": {"cores": 101}}) == []  # Ray asks first; validate then names the field
     context = RuntimeEnvContext(env_vars={"LD_PRELOAD": "/opt/theirs.so"})
     assert asyncio.run(plugin.create(uri, runtime_env, context, LOG)) == EVICT_AT_ONCE
     assert asyncio.run(plugin.create(uri, runtime_env, context, LOG)) == EVICT_AT_ONCE  # Ray retried: same share
