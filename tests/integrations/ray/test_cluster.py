@@ -106,7 +106,6 @@ def test_two_tasks_on_one_gpu_each_get_their_own_limit(ray_node: RayNode, tmp_pa
     assert hami_view(ray.available_resources()) == hami_view(ray.cluster_resources())
 
 
-@ray.remote
 class Holder:
     def __init__(self) -> None:
         self.share = hray.require_share()
@@ -117,7 +116,10 @@ class Holder:
 
 @pytest.mark.parametrize("end", ["ray.kill", "SIGKILL"])
 def test_a_dead_actor_share_is_released(ray_node: RayNode, end: str) -> None:
-    actor = Holder.options(**hray.options(memory_mib=2048, cores=20, models=["T4"])).remote()
+    if end == "ray.kill":  # the decorator on a class ...
+        actor = hray.share(memory_mib=2048, cores=20, models=["T4"])(Holder).remote()
+    else:  # ... or a plain Ray actor with the options of one share
+        actor = ray.remote(Holder).options(**hray.options(memory_mib=2048, cores=20, models=["T4"])).remote()
     share, pid, region = ray.get(actor.info.remote(), timeout=60)
     assert [h.id for h in ray_node.ledger.handles()] == [share]
     assert Path(region).exists()
