@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel cffi
-.venv/bin/python -m pip install -q -e '.[test,kubernetes]'
+.venv/bin/python -m pip install -q -e '.[test,kubernetes,ray]'
 if [ -f examples/vendor-plugin/pyproject.toml ]; then
     # no build isolation: the plugin builds its limiter shim against this hami-devices (a build
     # requirement that no package index here serves)

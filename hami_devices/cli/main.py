@@ -24,6 +24,7 @@ VERB_MODULES = (
     "conformance",
     "dra",
     "extender",
+    "ray",
 )
 
 
