@@ -59,7 +59,12 @@ def test_sigkill_mid_bind_then_restart(tmp_path: Path) -> None:
         threads = [threading.Thread(target=bind, args=(i,), daemon=True) for i in range(len(pods))]
         for t in threads:
             t.start()
-        time.sleep(0.45)  # commits are milliseconds, each API write takes 0.3 s: some are in between
+        # Commits take milliseconds and each API write 0.3 s: kill as soon as one commit waits for its write
+        # (polled, not a fixed sleep, so a loaded machine does not make the kill land too early).
+        watcher = hd.SqliteLedger(ledger_path)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(leases.pending(h) for h in watcher.handles()):
+            time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         for t in threads:
