@@ -21,6 +21,9 @@ VERB_MODULES = (
     "simulate",
     "config",
     "conformance",
+    "exporter",
+    "events",
+    "usage",
 )
 
 

@@ -1,0 +1,22 @@
+"""Is a process (identified by pid and start time, as the limiter's slots are) still running on this machine?"""
+
+from __future__ import annotations
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat`` (clock ticks after boot); ``None`` if gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its closing one.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if len(fields) < 20 or fields[0] == b"Z":
+        return None
+    return int(fields[19])
+
+
+def alive(pid: int, started: int) -> bool:
+    """The same process still runs (a reused pid has another start time)."""
+    return start_time(pid) == started
