@@ -46,7 +46,7 @@ class UsageRow:
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)
         row.pop("_ids")
-        return {k: round(v, 6) if isinstance(v, float) else v for k, v in row.items()}
+        return row
 
 
 @dataclass

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sys
 
@@ -27,11 +28,9 @@ def main() -> None:
         elif live and roll < 0.45:
             evict(ledger, live[rng.randrange(len(live))], reclaimer="queue/gold", reason="crash test")
         else:
-            try:
+            with contextlib.suppress(hd.InsufficientResources):
                 hd.allocate(devices, {"parts": [{"memory_mib": rng.randint(256, 4096), "cores": 5}]},
                             metadata={"pod": f"pod-{n}", "namespace": "crash"})
-            except hd.InsufficientResources:
-                pass
         n += 1
 
 

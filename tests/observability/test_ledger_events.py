@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -116,10 +117,8 @@ def test_the_event_log_replays_to_the_live_allocations(ops: list[tuple[str, int,
         for op, memory, pick in ops:
             live = ledger.handles()
             if op == "allocate":
-                try:
+                with contextlib.suppress(InsufficientResources):
                     hd.allocate(devices, {"parts": [{"memory_mib": memory}]}, metadata={"pod": f"p{pick}"})
-                except InsufficientResources:
-                    pass
             elif live:
                 victim = live[pick % len(live)]
                 if op == "release":
