@@ -76,9 +76,6 @@ ALLOCATION_UTILIZATION = _m(
 ALLOCATION_PROCESSES = _m(
     "hami_allocation_processes", "gauge", "Live workload processes registered in the region.", ALLOCATION_LABELS
 )
-ALLOCATION_START = _m(
-    "hami_allocation_start_time_seconds", "gauge", "When the allocation was granted (Unix time).", ALLOCATION_LABELS
-)
 
 GRANTED = _m("hami_allocations_granted_total", "counter", "Allocations granted (event log).", ())
 RELEASED = _m("hami_allocations_released_total", "counter", "Allocations released (event log).", ())
@@ -104,7 +101,7 @@ SERVED: tuple[MetricName, ...] = (
     DEVICE_INFO, DEVICE_MEMORY_TOTAL, DEVICE_MEMORY_USED, DEVICE_UTILIZATION, DEVICE_TEMPERATURE, DEVICE_POWER,
     DEVICE_HEALTHY, DEVICE_SHARERS, DEVICE_MEMORY_GRANTED, DEVICE_CORES_GRANTED,
     ALLOCATION_INFO, ALLOCATION_MEMORY_LIMIT, ALLOCATION_CORES_LIMIT, ALLOCATION_MEMORY_USED,
-    ALLOCATION_MEMORY_PEAK, ALLOCATION_UTILIZATION, ALLOCATION_PROCESSES, ALLOCATION_START,
+    ALLOCATION_MEMORY_PEAK, ALLOCATION_UTILIZATION, ALLOCATION_PROCESSES,
     GRANTED, RELEASED, EVICTIONS, REFUSALS, LIMITER_REFUSALS, EVENTS,
     COLLECTOR_UP, COLLECTOR_SECONDS,
 )

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
 import logging
+import socket
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
-
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from hami_devices.device import Device
 from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import Ledger
-from hami_devices.observability.collector import HamiCollector
+from hami_devices.observability.exposition import CONTENT_TYPE, TextRenderer
 from hami_devices.observability.observer import Observer, observe_forever
 from hami_devices.observability.snapshot import Sampler
 
@@ -27,41 +30,62 @@ def parse_listen(text: str) -> tuple[str, int]:
     return (host.strip("[]") or "0.0.0.0"), int(port)
 
 
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a slow client never holds up shutdown
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return None  # one access line per scrape would flood the exporter's log
+
+
 @dataclass
 class Exporter:
     """A running exporter; ``port`` is the bound one (useful with port 0).  ``stop()`` shuts it down."""
 
     sampler: Sampler
-    registry: CollectorRegistry
-    port: int
-    _stop: threading.Event
-    _threads: list[threading.Thread]
-    _server: object | None
+    port: int = 0
+    renderer: TextRenderer = field(default_factory=TextRenderer)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _server: WSGIServer | None = None
 
     def scrape(self) -> bytes:
-        return generate_latest(self.registry)
+        """One scrape's body: a fresh snapshot in the text format."""
+        return self.renderer.render(self.sampler.snapshot())
+
+    def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The WSGI application: ``/metrics`` (gzip when the scraper accepts it, as Prometheus does)."""
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"only /metrics is served\n"]
+        body = self.scrape()
+        headers = [("Content-Type", CONTENT_TYPE)]
+        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+            body = gzip.compress(body, compresslevel=1)  # level 1: most of the size win for a fraction of the CPU
+            headers.append(("Content-Encoding", "gzip"))
+        start_response("200 OK", headers)
+        return [body]
 
     def request_stop(self) -> None:
         """Ask ``wait()`` to return (safe from a signal handler); ``stop()`` then shuts down."""
         self._stop.set()
 
-    def stop(self) -> None:
-        self._stop.set()
-        shutdown = getattr(self._server, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
-        for thread in self._threads:
-            thread.join(timeout=5)
-        self.sampler.close()
-
     def wait(self) -> None:
         self._stop.wait()
 
-
-def build_registry(sampler: Sampler) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(HamiCollector(sampler))
-    return registry
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.sampler.close()
 
 
 def start(
@@ -74,29 +98,28 @@ def start(
 ) -> Exporter:
     """Serve ``/metrics`` on ``listen`` (``None``: no server, for ``scrape()`` alone) and observe every
     ``observe_interval_s`` seconds (0: never)."""
-    sampler = Sampler(devices, ledger, timeout_s=timeout_s)
-    registry = build_registry(sampler)
-    stop = threading.Event()
-    threads: list[threading.Thread] = []
-    server = None
-    port = 0
+    exporter = Exporter(Sampler(devices, ledger, timeout_s=timeout_s))
     if listen is not None:
-        host, wanted = parse_listen(listen)
-        server, thread = start_http_server(wanted, host, registry)
-        port = int(server.server_port)
-        threads.append(thread)
+        host, port = parse_listen(listen)
+        server_class = _Server6 if ":" in host else _Server
+        server = make_server(host, port, exporter.app, server_class=server_class, handler_class=_QuietHandler)
+        exporter._server = server
+        exporter.port = int(server.server_port)
+        thread = threading.Thread(target=server.serve_forever, name="hami-exporter-http", daemon=True)
+        thread.start()
+        exporter._threads.append(thread)
     if observe_interval_s > 0:
         observer = Observer(ledger, max_gap_s=max(120.0, 4 * observe_interval_s))
         try:
-            observer.observe(sampler.snapshot())  # a baseline at once: the first transitions count from here
+            observer.observe(exporter.sampler.snapshot())  # a baseline at once: transitions count from here
         except Exception:
             log.exception("first observation pass failed")
         loop = threading.Thread(
             target=observe_forever,
-            args=(observer, sampler.snapshot, observe_interval_s, stop),
+            args=(observer, exporter.sampler.snapshot, observe_interval_s, exporter._stop),
             name="hami-observer",
             daemon=True,
         )
         loop.start()
-        threads.append(loop)
-    return Exporter(sampler, registry, port, stop, threads, server)
+        exporter._threads.append(loop)
+    return exporter
