@@ -155,7 +155,7 @@ def main() -> None:
     body = gzip.decompress(body)
     series = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
     ordered = sorted(latencies)
-    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))] * 1000
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))] * 1000
     print(json.dumps({
         "devices": ready["devices"],
         "allocations": ready["allocations"],
