@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import add_json, default_ledger_path
+from hami_devices.cli.common import add_json, add_source, default_ledger_path, devices_from
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import SCHEMA_VERSION, Event, EventKind, SqliteLedger
@@ -33,6 +33,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--limit", type=int, metavar="N", help="at most N events (the oldest first)")
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing new events as they commit")
     parser.add_argument("--interval", type=float, default=0.5, metavar="S", help="poll interval with --follow")
+    parser.add_argument(
+        "--observe",
+        action="store_true",
+        help="with --follow: also act as the node's observer (as the exporter does), recording workload "
+        "process starts and exits, device health changes and usage samples each interval",
+    )
+    add_source(parser)
     add_json(parser)
     parser.set_defaults(func=run)
 
@@ -88,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     until = parse_time(args.until, "--until") if args.until else None
     if args.limit is not None and args.limit < 1:
         raise InvalidRequest("--limit", "must be at least 1")
+    if args.observe and not args.follow:
+        raise InvalidRequest("--observe", "needs --follow")
     if args.limit is not None and args.follow:
         raise InvalidRequest("--limit", "cannot be combined with --follow (it would skip events)")
     ledger = open_existing(args.ledger)
@@ -114,6 +123,16 @@ def _follow(ledger: SqliteLedger, first: list[Event], filters: dict[str, Any], a
         with ledger.reading() as view:
             last = view.last_seq() if filters["since"] is None else 0
     batch = first
+    observe = None
+    if args.observe:
+        from hami_devices.observability.observer import Observer
+        from hami_devices.observability.snapshot import Sampler
+
+        sampler, observer = Sampler(devices_from(args, ledger), ledger), Observer(ledger)
+
+        def observe() -> None:
+            observer.observe(sampler.snapshot())
+
     try:
         while True:
             for event in batch:
@@ -123,6 +142,8 @@ def _follow(ledger: SqliteLedger, first: list[Event], filters: dict[str, Any], a
                     print("  ".join(str(c) for c in _row(event)), flush=True)
                 last = max(last, event.seq or 0)
             time.sleep(args.interval)
+            if observe is not None:
+                observe()
             batch = ledger.events(**filters, after_seq=last)
     except KeyboardInterrupt:
         return 0
