@@ -39,6 +39,11 @@ def register(subparsers: Any) -> None:
         help="with --follow: also act as the node's observer (as the exporter does), recording workload "
         "process starts and exits, device health changes and usage samples each interval",
     )
+    parser.add_argument(
+        "--prune-before", metavar="T",
+        help="delete events and usage samples older than T (e.g. 90d) and exit; the grant of an allocation "
+        "that is live or ended later is kept",
+    )
     add_source(parser)
     add_json(parser)
     parser.set_defaults(func=run)
@@ -100,6 +105,18 @@ def run(args: argparse.Namespace) -> int:
     if args.limit is not None and args.follow:
         raise InvalidRequest("--limit", "cannot be combined with --follow (it would skip events)")
     ledger = open_existing(args.ledger)
+    if args.prune_before:
+        before = parse_time(args.prune_before, "--prune-before")
+        try:
+            with ledger.transaction() as view:
+                removed = view.prune(before)
+        finally:
+            ledger.close()
+        if args.json:
+            emit_json({"pruned_events": removed, "before": before})
+        else:
+            print(f"pruned {removed} events (and usage samples) before {iso(before)}")
+        return 0
     filters = {"since": since, "until": until, "allocation_id": args.allocation, "kinds": args.kind}
     try:
         events = ledger.events(**filters, limit=args.limit)

@@ -68,6 +68,14 @@ class LedgerView(ABC):
     def last_seq(self) -> int:
         """The ``seq`` of the newest event, 0 when there is none."""
 
+    @abstractmethod
+    def prune(self, before: float) -> int:
+        """Forget events and usage samples older than ``before``; returns the events removed.
+
+        An allocation's grant event stays while any of its lifecycle events is newer (or it is
+        live), so the log still replays to the live allocations and reports still find its grant.
+        """
+
     # ---- observer state: what a poller saw last, so each transition is recorded once ----
 
     @abstractmethod

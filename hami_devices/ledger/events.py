@@ -34,6 +34,7 @@ class EventKind(StrEnum):
 
 
 ENDS_ALLOCATION = frozenset({EventKind.RELEASED, EventKind.EVICTED})
+LIFECYCLE = frozenset({EventKind.GRANTED, *ENDS_ALLOCATION})
 
 
 class Event(HamiModel):

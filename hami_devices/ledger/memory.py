@@ -9,10 +9,16 @@ from typing import Any
 
 from hami_devices.errors import UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
-from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, UsageSample
+from hami_devices.ledger.events import ENDS_ALLOCATION, LIFECYCLE, USAGE_BUCKET_SECONDS, Event, UsageSample
 from hami_devices.models import DeviceHandle, Grant
 
 _UsageKey = tuple[float, str, str]
+
+
+def _prunable(event: Event, before: float, ended: set[str | None]) -> bool:
+    if event.time >= before:
+        return False
+    return event.kind not in LIFECYCLE or event.allocation_id in ended
 
 
 class _MemoryStore:
@@ -33,6 +39,8 @@ class _MemoryView(LedgerView):
         self._events: list[Event] = []
         self._observations: dict[str, tuple[float, Any] | None] = {}
         self._usage: dict[_UsageKey, UsageSample] = {}
+        self._dropped: set[int | None] = set()  # seqs pruned in this transaction
+        self._usage_before = float("-inf")
 
     def grants_on(self, uuid: str) -> list[Grant]:
         return [g for h in self._handles.values() for g in h.grants if g.uuid == uuid]
@@ -78,7 +86,8 @@ class _MemoryView(LedgerView):
         found: list[Event] = []
         for event in [*self._store.events, *self._events]:
             if (
-                (event.seq or 0) > after_seq
+                event.seq not in self._dropped
+                and (event.seq or 0) > after_seq
                 and (since is None or event.time >= since)
                 and (until is None or event.time < until)
                 and (allocation_id is None or event.allocation_id == allocation_id)
@@ -92,6 +101,14 @@ class _MemoryView(LedgerView):
     def last_seq(self) -> int:
         newest = self._events or self._store.events
         return (newest[-1].seq or 0) if newest else 0
+
+    def prune(self, before: float) -> int:
+        events = self.events()
+        ended = {e.allocation_id for e in events if e.kind in ENDS_ALLOCATION and e.time < before}
+        dropped = {e.seq for e in events if _prunable(e, before, ended)}
+        self._dropped |= dropped
+        self._usage_before = max(self._usage_before, before)
+        return len(dropped)
 
     def observations(self, prefix: str) -> dict[str, tuple[float, Any]]:
         merged: dict[str, tuple[float, Any] | None] = {
@@ -113,6 +130,7 @@ class _MemoryView(LedgerView):
         merged = dict(self._store.usage)
         for key, sample in self._usage.items():
             merged[key] = sample if key not in merged else merged[key].plus(sample)
+        since = max(since, self._usage_before)
         return sorted(
             (s for s in merged.values() if s.bucket < until and s.bucket + USAGE_BUCKET_SECONDS > since),
             key=lambda s: (s.bucket, s.allocation_id, s.uuid),
@@ -122,6 +140,8 @@ class _MemoryView(LedgerView):
         store = self._store
         store.handles = self._handles
         store.events.extend(self._events)
+        if self._dropped:
+            store.events = [e for e in store.events if e.seq not in self._dropped]
         for key, value in self._observations.items():
             if value is None:
                 store.observations.pop(key, None)
@@ -130,6 +150,9 @@ class _MemoryView(LedgerView):
         for usage_key, sample in self._usage.items():
             previous = store.usage.get(usage_key)
             store.usage[usage_key] = sample if previous is None else previous.plus(sample)
+        if self._usage_before > float("-inf"):
+            cut = self._usage_before
+            store.usage = {k: v for k, v in store.usage.items() if v.bucket + USAGE_BUCKET_SECONDS > cut}
 
 
 class MemoryLedger(Ledger):

@@ -26,7 +26,7 @@ from typing import Any
 
 from hami_devices.errors import LedgerSchemaError, UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
-from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, UsageSample
+from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.models import DeviceHandle, Grant
 
 SCHEMA_VERSION = 2
@@ -174,6 +174,16 @@ class _SqliteView(LedgerView):
 
     def last_seq(self) -> int:
         return int(self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+
+    def prune(self, before: float) -> int:
+        lifecycle = (EventKind.GRANTED, EventKind.RELEASED, EventKind.EVICTED)
+        cursor = self._conn.execute(
+            "DELETE FROM events WHERE time < ? AND (kind NOT IN (?, ?, ?) OR allocation_id IN "
+            "(SELECT allocation_id FROM events WHERE kind IN (?, ?) AND time < ?))",
+            (before, *lifecycle, EventKind.RELEASED, EventKind.EVICTED, before),
+        )
+        self._conn.execute("DELETE FROM usage WHERE bucket + ? <= ?", (USAGE_BUCKET_SECONDS, before))
+        return int(cursor.rowcount)
 
     def observations(self, prefix: str) -> dict[str, tuple[float, Any]]:
         # A range scan on the primary key; LIKE would need escaping of the key's own % and _.

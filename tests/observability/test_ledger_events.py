@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -132,3 +133,27 @@ def test_the_event_log_replays_to_the_live_allocations(ops: list[tuple[str, int,
         grants = sum(1 for e in events if e.kind == EventKind.GRANTED)
         assert grants + refusals == sum(1 for op, _, _ in ops if op == "allocate")
         ledger.close()
+
+
+def test_pruning_keeps_what_replay_and_reports_need(ledger: Ledger) -> None:
+    devices = simulated(ledger, t4_node(1), isolation="none")
+    done = hd.allocate(devices, {"parts": [{"memory_mib": 1024}]})
+    spans = hd.allocate(devices, {"parts": [{"memory_mib": 1024}]})
+    live = hd.allocate(devices, {"parts": [{"memory_mib": 1024}]})
+    with pytest.raises(InsufficientResources):
+        hd.allocate(devices, {"parts": [{"memory_mib": 99999}]})
+    hd.release(done)
+    cut = time.time()
+    time.sleep(0.01)
+    hd.release(spans)  # granted before the cut, released after it
+    with ledger.transaction() as view:
+        assert view.prune(cut) == 3  # done's grant and release, and the refusal
+    events = ledger.events()
+    assert [(e.kind, e.allocation_id) for e in events] == [
+        (EventKind.GRANTED, spans.id), (EventKind.GRANTED, live.id), (EventKind.RELEASED, spans.id),
+    ]
+    assert replay(events) == {live.id} == {h.id for h in ledger.handles()}
+    with pytest.raises(RuntimeError), ledger.transaction() as view:
+        view.prune(time.time() + 1)
+        raise RuntimeError("rolled back")
+    assert ledger.events() == events

@@ -95,6 +95,9 @@ def test_usage_and_events_cli_on_a_sqlite_ledger(tmp_path: Path, capsys: pytest.
     assert main(["usage", "--ledger", str(tmp_path / "missing.db"), "--from", "1h", "--by", "queue"]) == 2
     assert "no ledger at" in capsys.readouterr().err
     assert main(["usage", "--ledger", str(path), "--from", "1h", "--to", "2h", "--by", "queue"]) == 2
+    capsys.readouterr()
+    assert main(["events", "--ledger", str(path), "--prune-before", "now", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pruned_events"] == 2
 
 
 def test_times_on_the_command_line() -> None:
