@@ -8,6 +8,7 @@ import json
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from hami_devices.ledger import EventKind, SqliteLedger
 from hami_devices.limiter import fake_library
 from hami_devices.observability import packaged
 from tests.limiter.conftest import Drivers
@@ -25,6 +27,19 @@ from tests.observability.test_dashboard import dashboard_queries
 MIB = 1 << 20
 RULES = [packaged("prometheus-rules.yml")]
 FIXTURE = REPO / "vendors" / "nvidia" / "tests" / "fixtures" / "t4-pcie.conf"
+
+
+def _wait_for_event(ledger_path: Path, allocation_id: str, kind: str, timeout_s: float = 30.0) -> None:
+    """The exporter's observer records it on its next pass."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ledger = SqliteLedger(ledger_path)
+        found = ledger.events(allocation_id=allocation_id, kinds=[kind])
+        ledger.close()
+        if found:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {kind} event for {allocation_id}")
 
 
 def _run_json(args: list[str], env: dict[str, str]) -> Any:
@@ -119,11 +134,7 @@ def test_prometheus_joins_workload_memory_to_its_device_and_pod(
             holder.send_signal(signal.SIGKILL)
             holder.wait()
             prom.wait_for('hami_allocation_processes{pod="web-0"} == 0')
-            events = _run_json(["events", "--allocation", handle["id"], "--json"], node_env)["events"]
-            kinds = [e["kind"] for e in events]
-            assert kinds[:2] == ["allocation.granted", "process.started"] and "process.exited" in kinds
-            started = next(e for e in events if e["kind"] == "process.started")
-            assert started["data"]["pid"] == holder.pid and started["data"]["metadata"]["pod"] == "web-0"
+            _wait_for_event(Path(node_env["HAMI_LEDGER"]), handle["id"], EventKind.PROCESS_EXITED)
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -131,7 +142,10 @@ def test_prometheus_joins_workload_memory_to_its_device_and_pod(
 
     _run_json(["release", handle["id"], "--json"], node_env)
     events = _run_json(["events", "--allocation", handle["id"], "--json"], node_env)["events"]
-    assert events[-1]["kind"] == "allocation.released"
+    assert [e["kind"] for e in events] == [
+        "allocation.granted", "process.started", "process.exited", "allocation.released",
+    ]
+    assert events[1]["data"]["pid"] == holder.pid and events[1]["data"]["metadata"]["pod"] == "web-0"
     report = _run_json(["usage", "--from", "1h", "--by", "owner", "--json"], node_env)
     (row,) = report["rows"]
     assert (row["group"], row["vendor"], row["model"], row["allocations"]) == ("ana", "nvidia", "T4", 1)
