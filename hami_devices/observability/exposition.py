@@ -50,6 +50,8 @@ class TextRenderer:
         self._lines: dict[tuple[str, Labels], tuple[float, str]] = {}
         self._rows: Rows = {}
         self._headers: dict[str, str] = {}
+        # metric -> (samples, rendered block): limits, totals and info series rarely change between scrapes
+        self._blocks: dict[str, tuple[list[tuple[Labels, float]], str]] = {}
 
     def _header(self, metric: MetricName) -> str:
         header = self._headers.get(metric.name)
@@ -65,20 +67,31 @@ class TextRenderer:
             rows = series(snapshot, self._rows, kept)
             self._rows = kept
             previous, current = self._lines, {}
+            blocks: dict[str, tuple[list[tuple[Labels, float]], str]] = {}
             parts: list[str] = []
             for metric, samples in rows.items():
-                parts.append(self._header(metric))
                 name = metric.name
-                for labels, value in samples:
-                    key = (name, labels)
-                    cached = previous.get(key)
-                    if cached is None:
-                        line = name + label_string(metric.labels, labels) + " " + _format(value) + "\n"
-                    elif cached[0] != value:
-                        line = cached[1][: cached[1].rindex(" ") + 1] + _format(value) + "\n"
-                    else:
-                        line = cached[1]
-                    current[key] = (value, line)
-                    parts.append(line)
+                block = self._blocks.get(name)
+                if block is not None and block[0] == samples:
+                    text = block[1]  # the whole family is as it was: no line to look at
+                    for labels, _value in samples:
+                        current[(name, labels)] = previous[(name, labels)]
+                else:
+                    lines = [self._header(metric)]
+                    for labels, value in samples:
+                        key = (name, labels)
+                        cached = previous.get(key)
+                        if cached is None:
+                            line = name + label_string(metric.labels, labels) + " " + _format(value) + "\n"
+                        elif cached[0] != value:
+                            line = cached[1][: cached[1].rindex(" ") + 1] + _format(value) + "\n"
+                        else:
+                            line = cached[1]
+                        current[key] = (value, line)
+                        lines.append(line)
+                    text = "".join(lines)
+                blocks[name] = (samples, text)
+                parts.append(text)
             self._lines = current  # series gone since the last scrape are forgotten
+            self._blocks = blocks
         return "".join(parts).encode()
