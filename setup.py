@@ -7,6 +7,7 @@ Metadata lives in pyproject.toml; this file only adds the compiled parts so that
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 from setuptools import setup
@@ -23,14 +24,29 @@ def _load_native_builder():  # type: ignore[no-untyped-def]
     return module
 
 
+# The region API a third-party limiter shim compiles against (hami_devices.limiter.include_dir()):
+# the header and the core's sources, which every shim links in (as the built-in shims do).
+REGION_API_HEADERS = ["native/include/hami_region.h"]
+REGION_API_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "native" / "core").glob("*.c"))
+
+
+def _install_region_api(package_root: Path) -> None:
+    for names, folder in ((REGION_API_HEADERS, "include"), (REGION_API_SOURCES, "src")):
+        out = package_root / "hami_devices" / "native" / folder
+        out.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copyfile(ROOT / name, out / Path(name).name)
+
+
 class BuildExtWithNative(build_ext):
-    """Also compiles the LD_PRELOAD shims and the fake vendor libraries."""
+    """Also compiles the LD_PRELOAD shims and the fake vendor libraries, and installs the region API."""
 
     def run(self) -> None:
         super().run()
         builder = _load_native_builder()
         package_root = ROOT if self.inplace else Path(self.build_lib)
         builder.build_all(package_root / "hami_devices" / "libs")
+        _install_region_api(package_root)
 
 
 setup(

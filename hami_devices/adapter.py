@@ -30,6 +30,9 @@ class Capability(StrEnum):
     """What an adapter supports; the conformance suite reports undeclared ones as not applicable."""
 
     PARTITIONS = "partitions"
+    DYNAMIC_PROFILES = "dynamic-profiles"
+    """Partitions may be carved to sizes outside the catalog (sMLU): without it every
+    partition granted must be one of the device's catalog profiles."""
     MEMORY_LIMIT = "memory-limit"
     COMPUTE_LIMIT = "compute-limit"
     TOPOLOGY = "topology"
@@ -56,6 +59,8 @@ class VendorAdapter(ABC):
     capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.SIMULATED})
     visible_devices_env: ClassVar[tuple[str, ...]] = ()
     limiter_shim: ClassVar[str | None] = None
+    """The LD_PRELOAD shim: a file name shipped with hami-devices (``libhami_cuda.so``), or
+    ``"package:path/in/package.so"`` for a shim a plugin ships inside its own package."""
 
     def __init__(self, config: HamiConfig | None = None) -> None:
         self.config = config or HamiConfig()

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.accounting import evaluate, usage_of
-from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode
+from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
@@ -74,6 +74,7 @@ def allocate(
     policy: Policy | str | None = None,
     policies: str | Path | None = None,
     metadata: Mapping[str, str] | None = None,
+    handle_id: str | None = None,
 ) -> DeviceHandle:
     """Grant ``request`` on ``devices``, all parts or none; ``Placement.grants == handle.grants``.
 
@@ -83,6 +84,9 @@ def allocate(
     ``metadata`` is the workload's identity (workload, namespace, pod, container,
     queue, owner, ...): kept on the handle and in the ledger, and carried by its
     events, the exporter's labels and the usage reports.
+    ``handle_id`` fixes the allocation's id (default: a new one), so a caller that
+    retries (a kubelet plugin) can find what an earlier attempt committed; an id that
+    is already live is refused with ``InvalidRequest`` and nothing is granted.
     """
     if not devices:
         raise InsufficientResources("no devices to allocate from", permanent=True)
@@ -99,12 +103,17 @@ def allocate(
     identity = dict(metadata or {})
     try:
         with ledger.transaction() as view:
+            if handle_id is not None and _live(view, handle_id):
+                raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
             if isinstance(request, Placement):
                 placement = request
             else:
                 placement = engine_for(devices, view.handles(), policy=policy, policies=policies).place(request)
             grants = _verified(placement, devices, view)
-            handle = _realise(DeviceHandle(request=placement.request, grants=grants, metadata=identity), adapters)
+            fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity)
+            if handle_id is not None:
+                fresh = fresh.model_copy(update={"id": handle_id})
+            handle = _realise(fresh, adapters)
             try:
                 view.add(handle)
                 memory = {d.uuid: d.info.memory_mib for d in devices if d.uuid in handle.uuids}
@@ -119,6 +128,14 @@ def allocate(
     handle._ledger = ledger
     handle._adapters = adapters
     return handle
+
+
+def _live(view: LedgerView, handle_id: str) -> bool:
+    try:
+        view.get(handle_id)
+    except UnknownAllocation:
+        return False
+    return True
 
 
 def _record_refusal(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
 
-BUILTIN_POLICIES = ("binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware")
+BUILTIN_POLICIES = ("binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware", "bestfit")
 
 
 class _Section(BaseModel):

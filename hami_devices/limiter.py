@@ -55,8 +55,10 @@ __all__ = [
     "FakeDeviceSnapshot",
     "ProcessRecord",
     "Region",
+    "core_sources",
     "fake_gpu_snapshot",
     "fake_library",
+    "include_dir",
     "native_available",
     "parse_bytes",
     "region_dir",
@@ -65,6 +67,7 @@ __all__ = [
 
 MAX_DEVICES = 16
 _LIBS_DIR = Path(__file__).resolve().parent / "libs"
+_REGION_API_DIR = Path(__file__).resolve().parent / "native"  # installed by setup.py
 _ERRLEN = 512
 
 
@@ -286,8 +289,43 @@ def _installed(path: Path, what: str) -> Path:
 
 
 def shim_library(name: str) -> Path:
-    """Installed path of a shim, e.g. ``shim_library("libhami_cuda.so")``."""
-    return _installed(_LIBS_DIR / name, "limiter shim")
+    """Installed path of a shim.
+
+    ``"libhami_cuda.so"``: a shim shipped with hami-devices.  ``"package:path/in/it.so"``: a shim a
+    vendor plugin ships inside its own package (it must lie inside that package).
+    """
+    package, sep, relative = name.partition(":")
+    if not sep:
+        return _installed(_LIBS_DIR / name, "limiter shim")
+    if not package or not relative:
+        raise LimiterError(f"limiter shim {name!r}: expected 'package:path/in/package.so'")
+    import importlib.resources
+
+    try:
+        root = Path(str(importlib.resources.files(package))).resolve()
+    except (ImportError, TypeError) as exc:
+        raise LimiterError(f"limiter shim {name!r}: package {package!r} cannot be imported: {exc}") from exc
+    path = (root / relative).resolve()
+    if not path.is_relative_to(root):
+        raise LimiterError(f"limiter shim {name!r}: {relative!r} leaves the package folder {root}")
+    return _installed(path, "limiter shim")
+
+
+def include_dir() -> Path:
+    """The installed C headers of the region API (``hami_region.h``), for building a third-party shim."""
+    return _region_api("include", "hami_region.h")
+
+
+def core_sources() -> list[Path]:
+    """The limiter core's C sources a third-party shim compiles in (as every built-in shim does)."""
+    return sorted(_region_api("src", "region.c").glob("*.c"))
+
+
+def _region_api(folder: str, probe: str) -> Path:
+    path = _REGION_API_DIR / folder
+    if not (path / probe).is_file():
+        raise LimiterError(f"the region API is not installed (no {path / probe}); reinstall hami-devices")
+    return path
 
 
 def fake_library(name: str) -> Path:

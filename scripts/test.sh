@@ -11,10 +11,12 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel cffi
-.venv/bin/python -m pip install -q -e '.[test,observability]'
+.venv/bin/python -m pip install -q -e '.[test,kubernetes,observability]'
 bash scripts/system-deps.sh
 if [ -f examples/vendor-plugin/pyproject.toml ]; then
-    .venv/bin/python -m pip install -q -e ./examples/vendor-plugin
+    # no build isolation: the plugin builds its limiter shim against this hami-devices (a build
+    # requirement that no package index here serves)
+    .venv/bin/python -m pip install -q --no-build-isolation -e ./examples/vendor-plugin
 fi
 .venv/bin/python -m pytest "$@"
 if [ -f examples/vendor-plugin/pyproject.toml ]; then

@@ -8,7 +8,7 @@ defining ``conformance_profile()`` returning a :class:`Profile`.
 
 from hami_conformance.profile import Profile, WorkloadProgram
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 SUITE_VERSION = __version__
 
 __all__ = ["SUITE_VERSION", "Profile", "WorkloadProgram", "__version__"]

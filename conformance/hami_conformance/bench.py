@@ -4,7 +4,9 @@ A *target* is resolved once per session: the adapter (by entry-point name or
 ``module:Class``), and where its devices come from - an inventory, the
 hardware back end, or a default simulated set.  Every check then gets its own
 *bench*: a new in-memory ledger and freshly built devices, so checks never see
-each other's allocations.
+each other's allocations.  The restart checks build a bench on a durable
+ledger and then a *restarted* target: a new adapter instance that finds its
+devices again the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +30,12 @@ from hami_devices.adapter import VendorAdapter
 from hami_devices.allocation import allocate as core_allocate
 from hami_devices.config import HamiConfig
 from hami_devices.device import Device
-from hami_devices.discovery import discover
+from hami_devices.discovery import discover, load_inventory_for
 from hami_devices.errors import HamiError, UnknownAllocation
-from hami_devices.inventory import parse_inventory
+from hami_devices.inventory import Inventory, parse_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
 from hami_devices.models import DeviceHandle, DeviceInfo, PartitionProfile, ResourceRequest
-from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
+from hami_devices.registry import VENDOR_NAMESPACE, VendorRegistry, load_vendors, safe_probe
 
 INVENTORY_DIR = Path(__file__).resolve().parent / "inventories"
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -43,7 +46,13 @@ class SuiteError(Exception):
 
 
 class NotApplicable(Exception):
-    """Raised by a check that cannot apply to this adapter, with the reason for the report."""
+    """Raised by a check that cannot apply to this adapter, with the reason for the report.
+
+    For a check of a capability the adapter declares, this is a failure: the claim cannot be proven."""
+
+
+class ConfiguredOff(NotApplicable):
+    """The operator's configuration switches the checked feature off (isolation-level): N/A even when declared."""
 
 
 class CheckFailed(AssertionError):
@@ -81,7 +90,7 @@ def _import_class(spec: str) -> type[Any]:
     except SuiteError:
         raise
     except Exception as exc:
-        raise SuiteError(f"cannot import adapter class {spec!r}: {type(exc).__name__}: {exc}") from exc
+        raise SuiteError(f"cannot import adapter class {spec!r}: {type(exc).__name__}: {exc}\n{_trace()}") from exc
     if not isinstance(cls, type):
         raise SuiteError(f"{spec!r} is not a class")
     return cls
@@ -96,13 +105,44 @@ def load_adapter(name: str | None, class_path: str | None, config: HamiConfig) -
         try:
             return cls(config), class_path
         except Exception as exc:
-            raise SuiteError(f"cannot instantiate {class_path}: {type(exc).__name__}: {exc}") from exc
+            raise SuiteError(f"cannot instantiate {class_path}: {type(exc).__name__}: {exc}\n{_trace()}") from exc
     if not name:
         raise SuiteError("give --hami-adapter NAME or --hami-adapter-class MODULE:CLASS")
     registry = load_vendors([name], config)
     if name in registry.failures:
-        raise SuiteError(f"vendor plugin {name!r} did not load: {registry.failures[name].error}")
+        raise SuiteError(_load_failure(name, registry.failures[name].error))
     return registry.adapters[name], name
+
+
+def _trace() -> str:
+    return "".join(traceback.format_exc()).rstrip()
+
+
+def _load_failure(name: str, error: str) -> str:
+    """Why plugin ``name`` did not load, down to its root cause (a traceback, a misspelt name)."""
+    from importlib.metadata import entry_points
+
+    points = list(entry_points(group=VENDOR_NAMESPACE))
+    found = [ep for ep in points if ep.name == name]
+    if not found:
+        near = sorted(ep.name for ep in points if ep.name.lower() == name.lower())
+        if near:
+            return (
+                f"no vendor plugin named {name!r}, but {', '.join(repr(n) for n in near)} is registered: "
+                f"entry-point names are case-sensitive (in {VENDOR_NAMESPACE})"
+            )
+        known = ", ".join(sorted(ep.name for ep in points)) or "none"
+        return f"no vendor plugin named {name!r} in {VENDOR_NAMESPACE} (registered: {known})"
+    point = found[0]
+    try:
+        plugin = point.load()
+    except Exception:
+        return f"vendor plugin {name!r} ({point.value}) failed to import:\n{_trace()}"
+    try:
+        plugin(None)
+    except Exception:
+        return f"vendor plugin {name!r} ({point.value}) failed to instantiate:\n{_trace()}"
+    return f"vendor plugin {name!r} ({point.value}) did not load: {error}"
 
 
 def adapter_profile(adapter: VendorAdapter) -> Profile:
@@ -128,6 +168,10 @@ def traits_inventory(vendor: str) -> dict[str, Any] | None:
     return {"nodes": [{"name": "conformance-0", "devices": groups}]}
 
 
+Recipe = Callable[[VendorAdapter], Callable[[Ledger], list[Device]]]
+"""How one adapter instance finds its devices on a ledger; applied again to the instance a restart makes."""
+
+
 @dataclass
 class Target:
     """The adapter under test and the recipe for its devices."""
@@ -136,7 +180,7 @@ class Target:
     plugin: str
     source: str
     profile: Profile
-    factory: Callable[[Ledger], list[Device]]
+    recipe: Recipe
     probe_detail: str = ""
     config_source: str = "defaults"
 
@@ -144,9 +188,25 @@ class Target:
     def name(self) -> str:
         return self.adapter.name
 
-    def bench(self) -> Bench:
-        ledger = MemoryLedger()
+    @property
+    def factory(self) -> Callable[[Ledger], list[Device]]:
+        return self.recipe(self.adapter)
+
+    def bench(self, ledger: Ledger | None = None) -> Bench:
+        ledger = ledger if ledger is not None else MemoryLedger()
         return Bench(self, ledger, list(self.factory(ledger)))
+
+    def restarted(self) -> Target:
+        """The same adapter class and configuration in a new instance, as after a restart of the
+        managing process: nothing the old instance kept in memory survives."""
+        try:
+            fresh = type(self.adapter)(self.adapter.config)
+        except Exception as exc:
+            raise CheckFailed(f"a new {type(self.adapter).__name__} instance cannot be made: {exc}") from exc
+        profile = adapter_profile(fresh)
+        # the workload harness is the suite's (or the first instance's) choice, not new state
+        profile = dataclasses.replace(profile, workload=self.profile.workload)
+        return dataclasses.replace(self, adapter=fresh, profile=profile)
 
     def describe(self) -> dict[str, Any]:
         adapter = self.adapter
@@ -162,48 +222,111 @@ class Target:
         }
 
 
-def _inventory_factory(adapter: VendorAdapter, data: Any, source: str) -> Callable[[Ledger], list[Device]]:
+def vendor_case_problem(data: Any, vendor: str, source: str) -> str | None:
+    """An inventory naming the vendor with other capitals: say so instead of "unknown model"."""
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    for n, node in enumerate(nodes if isinstance(nodes, list) else []):
+        groups = node.get("devices") if isinstance(node, dict) else None
+        for g, group in enumerate(groups if isinstance(groups, list) else []):
+            named = group.get("vendor") if isinstance(group, dict) else None
+            if isinstance(named, str) and named != vendor and named.lower() == vendor.lower():
+                return (
+                    f"inventory {source}: nodes.{n}.devices.{g}.vendor is {named!r} but the adapter's name is "
+                    f"{vendor!r}: vendor names are case-sensitive"
+                )
+    return None
+
+
+def _own_devices(inventory: Inventory, vendor: str) -> Inventory:
+    """Only the adapter's own devices: a mixed inventory certifies one vendor at a time."""
+    nodes = [n.model_copy(update={"devices": [d for d in n.devices if d.vendor == vendor]}) for n in inventory.nodes]
+    kept = [n for n in nodes if n.devices]
+    if not kept:
+        present = sorted({d.vendor for n in inventory.nodes for d in n.devices})
+        raise SuiteError(
+            f"inventory {inventory.source}: no {vendor} devices (it has: {', '.join(present) or 'none'})"
+        )
+    return inventory.model_copy(update={"nodes": kept})
+
+
+def _inventory_recipe(inventory: Inventory) -> Recipe:
+    def recipe(adapter: VendorAdapter) -> Callable[[Ledger], list[Device]]:
+        registry = VendorRegistry(adapters={adapter.name: adapter})
+
+        def build(ledger: Ledger) -> list[Device]:
+            return discover(inventory, config=adapter.config, ledger=ledger, registry=registry)
+
+        return build
+
+    return recipe
+
+
+def load_target_inventory(adapter: VendorAdapter, source: str | Path | dict[str, Any]) -> Inventory:
+    """An inventory file (or data) read the way ``discover``/``schedule`` read it: the adapter's
+    own ``traits_for`` names its models, and the configured split count applies."""
+    import yaml
+
     registry = VendorRegistry(adapters={adapter.name: adapter})
-    split = adapter.config.device_plugin.split_count
-    inventory = parse_inventory(data, source=source, split_count_default=split)
+    where = str(source) if not isinstance(source, dict) else f"<{adapter.name} traits catalog>"
+    try:
+        data = source if isinstance(source, dict) else yaml.safe_load(Path(source).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SuiteError(f"inventory {where}: {exc}") from exc
+    problem = vendor_case_problem(data, adapter.name, where)
+    if problem:
+        raise SuiteError(problem)
+    try:
+        if isinstance(source, dict):
+            inventory = parse_inventory(
+                data,
+                source=where,
+                split_count_default=adapter.config.device_plugin.split_count,
+                traits_for=lambda vendor, model: adapter.traits_for(model) if vendor == adapter.name else None,
+            )
+        else:
+            inventory = load_inventory_for(source, registry, adapter.config)
+    except HamiError as exc:
+        raise SuiteError(f"inventory {where}: {exc}") from exc
+    return _own_devices(inventory, adapter.name)
 
-    def build(ledger: Ledger) -> list[Device]:
-        return discover(inventory, config=adapter.config, ledger=ledger, registry=registry)
 
-    return build
+def _profile_devices(adapter: VendorAdapter) -> Callable[[Ledger], list[Device]]:
+    devices = adapter_profile(adapter).devices
+    if devices is None:
+        raise SuiteError(f"{type(adapter).__name__}.conformance_profile() no longer gives devices")
+    return devices
 
 
 def resolve_target(
     adapter: VendorAdapter, plugin: str, *, inventory: str | None = None, backend: str = "auto"
 ) -> Target:
     """Decide where the devices come from; raise SuiteError when there are none."""
-    import yaml
-
     profile = adapter_profile(adapter)
     probe = safe_probe(adapter)
     detail = f"probe: {'available' if probe.available else 'unavailable'} ({probe.detail})"
 
-    def target(source: str, factory: Callable[[Ledger], list[Device]]) -> Target:
+    def target(source: str, recipe: Recipe) -> Target:
+        from hami_conformance.builtin import builtin_partition_reader, builtin_workload, fake_hardware
+
+        hardware = source == "hardware"
         chosen = profile
         if chosen.workload is None:
-            from hami_conformance.builtin import builtin_workload
-
-            workload = builtin_workload(adapter, hardware=source == "hardware")
+            workload = builtin_workload(adapter, hardware=hardware, fake=fake_hardware(adapter, probe))
             if workload is not None:
-                chosen = dataclasses.replace(profile, workload=workload)
-        return Target(adapter, plugin, source, chosen, factory, detail)
+                chosen = dataclasses.replace(chosen, workload=workload)
+        if chosen.hardware_partitions is None and hardware:
+            reader = builtin_partition_reader(adapter)
+            if reader is not None:
+                chosen = dataclasses.replace(chosen, hardware_partitions=reader)
+        return Target(adapter, plugin, source, chosen, recipe, detail)
 
     def from_file(path: str | Path, label: str) -> Target:
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-            return target(f"{label}:{path}", _inventory_factory(adapter, data, str(path)))
-        except (OSError, yaml.YAMLError, HamiError) as exc:
-            raise SuiteError(f"inventory {path}: {exc}") from exc
+        return target(f"{label}:{path}", _inventory_recipe(load_target_inventory(adapter, path)))
 
     if inventory:
         return from_file(inventory, "inventory")
     if backend in ("auto", "hardware") and probe.available:
-        return target("hardware", adapter.discover)
+        return target("hardware", lambda a: a.discover)
     if backend == "hardware":
         raise SuiteError(f"{adapter.name}: hardware back end requested but {detail}")
     if profile.inventory is not None:
@@ -212,10 +335,10 @@ def resolve_target(
     if shipped.is_file():
         return from_file(shipped, "default-inventory")
     if profile.devices is not None:
-        return target("profile-devices", profile.devices)
+        return target("profile-devices", _profile_devices)
     data = traits_inventory(adapter.name)
     if data is not None:
-        return target("traits-catalog", _inventory_factory(adapter, data, f"<{adapter.name} traits catalog>"))
+        return target("traits-catalog", _inventory_recipe(load_target_inventory(adapter, data)))
     raise SuiteError(
         f"no devices to certify {adapter.name} on: {detail}; give --hami-inventory FILE, or let the adapter's "
         "conformance_profile() provide an inventory or simulated devices"
@@ -261,8 +384,9 @@ def share(
 
 
 def profiles_of(device: Device) -> list[PartitionProfile]:
-    info = device.info
-    return list(info.partitions or device.adapter.partition_catalog(info.model))
+    """The partition catalog as discovery reported it in the device's DeviceInfo: what a scheduler
+    sees.  (The adapter's partition_catalog() is its own helper, not a fact about the device.)"""
+    return list(device.info.partitions)
 
 
 # -- the bench -----------------------------------------------------------------------
@@ -344,6 +468,19 @@ class Bench:
                     owner = device
                     break
         owner.release(handle_id if isinstance(handle, str) else handle)
+
+    def recorded(self, handle: DeviceHandle) -> DeviceHandle:
+        """The ledger's copy of an allocation (the fact checks compare with); it must be what
+        allocate returned."""
+        try:
+            stored = self.ledger.get(handle.id)
+        except UnknownAllocation:
+            raise CheckFailed(f"allocate returned handle {handle.id}, which the ledger does not hold") from None
+        expect(
+            (stored.grants, stored.env, stored.regions) == (handle.grants, handle.env, handle.regions),
+            f"allocate returned handle {handle.id} with other grants, environment or regions than the ledger records",
+        )
+        return stored
 
     def state(self, device: Device) -> DeviceState:
         metrics = device.monitor()

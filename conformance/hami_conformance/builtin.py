@@ -1,21 +1,29 @@
-"""Workload harnesses the suite ships for runtimes it knows, used when an adapter's profile gives none.
+"""What the suite knows about the built-in vendors' runtimes and libraries, used when an adapter's profile
+gives none: workload harnesses for the limiter checks, and readers of the partitions the vendor library
+reports (the ground truth of the release checks on the hardware back end).
 
-Today, chosen by the adapter's limiter shim:
+Workload harnesses, chosen by the adapter's limiter shim:
 
 * ``libhami_cuda.so``: the CUDA driver API (``workloads/cuda.py``), fake ``libcuda.so.1``;
 * ``libhami_ascend.so``: Ascend ACL (``workloads/acl.py``), fake ``libascendcl.so``;
 * ``libhami_cambricon.so``: Cambricon CNRT (``workloads/cnrt.py``), fake ``libcnrt.so``.
 
-On the simulated back end each runs against the project's fake runtime (built with hami-devices);
-on hardware, against the real runtime (memory only: the compute check needs the fake's timed kernels).
+On the simulated back end, and on the fake vendor libraries hami-devices builds for tests (the
+"hardware" back end with ``HAMI_NVML_LIBRARY`` & co. pointing at them), each runs against the
+project's fake runtime; on real hardware, against the real runtime (memory only: the compute check
+needs the fake's timed kernels).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
 
 from hami_conformance.profile import WorkloadProgram
-from hami_devices.adapter import VendorAdapter
+from hami_devices.adapter import Probe, VendorAdapter
+from hami_devices.device import Device
 from hami_devices.errors import LimiterError
 
 TMP = "{tmp}"
@@ -34,23 +42,94 @@ _RUNTIMES = {
 }
 
 
-def builtin_workload(adapter: VendorAdapter, hardware: bool) -> WorkloadProgram | None:
+_FAKE_MANAGEMENT = {
+    # vendor: the fake management libraries (relative to the installed fakes folder)
+    "nvidia": ("nvml/libnvidia-ml.so.1", "nvml-old/libnvidia-ml.so.1"),
+    "ascend": ("dcmi/libdcmi.so",),
+    "cambricon": ("cndev/libcndev.so",),
+}
+
+
+def fake_hardware(adapter: VendorAdapter, probe: Probe) -> bool:
+    """Whether the library the adapter's probe found is one of the project's fake vendor libraries."""
+    if not probe.available or not probe.library:
+        return False
+    from hami_devices import limiter
+
+    found = Path(probe.library).resolve()
+    for name in _FAKE_MANAGEMENT.get(adapter.name, ()):
+        try:
+            if limiter.fake_library(name).resolve() == found:
+                return True
+        except LimiterError:
+            continue
+    return False
+
+
+def builtin_workload(adapter: VendorAdapter, hardware: bool, fake: bool = False) -> WorkloadProgram | None:
     runtime = _RUNTIMES.get(adapter.limiter_shim or "")
     if runtime is None:
         return None
     module, library, variable = runtime
     argv = (sys.executable, "-m", f"hami_conformance.workloads.{module}")
-    if hardware:
+    if hardware and not fake:
         return WorkloadProgram(argv=argv, compute=False)
     from hami_devices import limiter
 
     try:
-        fake = limiter.fake_library(library)
+        runtime_library = limiter.fake_library(library)
     except LimiterError:
         return None
     env = {
-        variable: str(fake),
+        variable: str(runtime_library),
         "HAMI_FAKE_GPU_STATE": f"{TMP}/fake-gpu.state",
         "HAMI_FAKE_MEMORY_MIB": str(FAKE_MEMORY_MIB),
     }
     return WorkloadProgram(argv=argv, env=env)
+
+
+PartitionReader = Callable[[Device], Collection[str]]
+
+
+def _nvidia_partitions(device: Device) -> Collection[str]:
+    existing = getattr(device, "existing_instances", None)
+    if existing is None:
+        return []
+    return [i.uuid or f"gi{i.gpu_instance_id}" for i in existing()]
+
+
+def _ascend_partitions(device: Device) -> Collection[str]:
+    dcmi: Any = getattr(device, "dcmi", None)
+    location: Any = getattr(device, "location", None)
+    if dcmi is None or location is None:
+        return []
+    return [str(v.vdev_id) for v in dcmi.vnpus(location.card, location.device)]
+
+
+def _cambricon_partitions(device: Device) -> Collection[str]:
+    cndev: Any = getattr(device, "cndev", None)
+    handle = getattr(device, "handle", None)
+    if cndev is None or handle is None or device.info.attributes.get("smlu") != "enabled":
+        return []
+    return [i.uuid for i in cndev.smlu_instances(handle)]
+
+
+_PARTITION_READERS: dict[str, PartitionReader] = {
+    # adapter package: reader
+    "hami_nvidia": _nvidia_partitions,  # MIG devices through NVML
+    "hami_ascend": _ascend_partitions,  # vNPUs through DCMI
+    "hami_cambricon": _cambricon_partitions,  # sMLU instances through CNDev
+}
+
+
+def builtin_partition_reader(adapter: VendorAdapter) -> PartitionReader | None:
+    """For a built-in vendor on its hardware back end: the partitions its vendor library reports."""
+    from hami_devices.adapter import Capability
+
+    if Capability.PARTITIONS not in adapter.capabilities:
+        return None
+    for cls in type(adapter).__mro__:  # a subclass of a built-in adapter reads the same library
+        reader = _PARTITION_READERS.get(cls.__module__.partition(".")[0])
+        if reader is not None:
+            return reader
+    return None

@@ -1,4 +1,4 @@
-"""The check catalog (catalog.yaml): ids, levels, capabilities and requirements."""
+"""The check catalog (catalog.yaml): ids, MUST/SHOULD, capabilities, requirements and certification levels."""
 
 from __future__ import annotations
 
@@ -29,6 +29,18 @@ class CheckSpec:
     @property
     def group(self) -> str:
         return self.id.split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class LevelSpec:
+    """A certification level: the MUST checks of some capabilities, earned together."""
+
+    name: str
+    requirement: str
+    capability: Capability | None = None
+    """Declaring this capability claims the level; None: every adapter claims it (core)."""
+    capabilities: frozenset[Capability] = frozenset()
+    """Checks with one of these capabilities belong to this level."""
 
 
 def catalog_path() -> Path:
@@ -63,9 +75,55 @@ def parse_catalog(data: Any) -> list[CheckSpec]:
     return specs
 
 
+def parse_levels(data: Any) -> list[LevelSpec]:
+    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
+        raise ValueError("catalog: expected a 'levels' list")
+    levels: list[LevelSpec] = []
+    owned: set[Capability] = set()
+    for n, entry in enumerate(data["levels"]):
+        where = f"levels[{n}]"
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise ValueError(f"catalog {where}: expected a mapping with a name")
+        unknown = set(entry) - {"name", "requirement", "capability", "capabilities"}
+        if unknown:
+            raise ValueError(f"catalog {where}: unknown keys {sorted(unknown)}")
+        capability = Capability(entry["capability"]) if entry.get("capability") else None
+        capabilities = frozenset(Capability(c) for c in entry.get("capabilities", []))
+        if capability is not None and capability not in capabilities:
+            raise ValueError(f"catalog {where}: capability {capability} must be one of its capabilities")
+        if owned & capabilities:
+            raise ValueError(f"catalog {where}: capabilities {sorted(owned & capabilities)} belong to two levels")
+        owned |= capabilities
+        levels.append(
+            LevelSpec(str(entry["name"]), " ".join(str(entry["requirement"]).split()), capability, capabilities)
+        )
+    if sum(level.capability is None for level in levels) != 1:
+        raise ValueError("catalog: exactly one level (the core) is claimed without a capability")
+    return levels
+
+
+@cache
+def _data() -> Any:
+    return yaml.safe_load(catalog_path().read_text())
+
+
 @cache
 def load_catalog() -> tuple[CheckSpec, ...]:
-    return tuple(parse_catalog(yaml.safe_load(catalog_path().read_text())))
+    return tuple(parse_catalog(_data()))
+
+
+@cache
+def load_levels() -> tuple[LevelSpec, ...]:
+    return tuple(parse_levels(_data()))
+
+
+def level_of(spec: CheckSpec) -> LevelSpec:
+    """The level a check counts towards: its capability's, else the core."""
+    levels = load_levels()
+    for level in levels:
+        if spec.capability is not None and spec.capability in level.capabilities:
+            return level
+    return next(level for level in levels if level.capability is None)
 
 
 def by_id() -> dict[str, CheckSpec]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hami_conformance.bench import Bench, capacity, profiles_of
+from hami_devices.adapter import Capability
 from hami_devices.device import Device
 from hami_devices.models import NOT_AVAILABLE, DeviceHandle, Grant
 
@@ -18,13 +19,20 @@ def _num(value: object) -> float | None:
 
 
 def grant_problems(device: Device, handle: DeviceHandle, grant: Grant) -> list[str]:
-    """A grant gives at least what its request part asked, and a catalog partition in whole.
+    """A grant names its device as discovery reported it, gives at least what its request part
+    asked, and a catalog partition in whole.
 
     Adapters may round up - to their memory unit, to a partition profile (Ascend
-    templates, sMLU instances) or to the whole device - but never down.
+    templates, sMLU instances) or to the whole device - but never down.  A partition
+    outside the device's catalog needs the dynamic-profiles capability.
     """
     problems: list[str] = []
     where = f"handle {handle.id[:8]} on {device.uuid}"
+    info = device.info
+    said = (grant.node, grant.vendor, grant.model, grant.index)
+    found = (info.node, info.vendor, info.model, info.index)
+    if said != found:
+        problems.append(f"{where}: the grant names node/vendor/model/index {said}, discovery reported {found}")
     if grant.part >= len(handle.request.parts):
         return [f"{where}: grant names part {grant.part}, the request has {len(handle.request.parts)}"]
     part = handle.request.parts[grant.part]
@@ -36,14 +44,20 @@ def grant_problems(device: Device, handle: DeviceHandle, grant: Grant) -> list[s
             problems.append(f"{where}: granted {grant.memory_mib} MiB for a request of {asked} MiB")
         if grant.cores < part.cores:
             problems.append(f"{where}: granted {grant.cores}% cores for a request of {part.cores}%")
-        if part.exclusive and not grant.exclusive:
+        # a partition with all of the device's compute (a full-size MIG instance) is exclusive by hardware
+        whole_partition = grant.partition is not None and grant.cores >= 100
+        if part.exclusive and not grant.exclusive and not whole_partition:
             problems.append(f"{where}: an exclusive request (cores 100) got a non-exclusive grant")
     elif grant.partition != part.partition:
         problems.append(f"{where}: asked for partition {part.partition!r}, granted {grant.partition!r}")
     if grant.partition:
         profile = profiles.get(grant.partition)
-        if profile is None and named:
-            problems.append(f"{where}: granted partition {grant.partition!r}, not one of {sorted(profiles)}")
+        dynamic = Capability.DYNAMIC_PROFILES in device.adapter.capabilities
+        if profile is None and (named or not dynamic):
+            problems.append(
+                f"{where}: granted partition {grant.partition!r}, not one of the device's catalog {sorted(profiles)}"
+                + ("" if named else " (carving other profiles needs the dynamic-profiles capability)")
+            )
         if profile is not None and (grant.memory_mib, grant.cores) != (profile.memory_mib, profile.cores):
             problems.append(
                 f"{where}: partition {profile.name} accounts {grant.memory_mib} MiB/{grant.cores}% "

@@ -7,7 +7,7 @@ probe says it is present, a shipped inventory for the built-in vendors).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +54,13 @@ class Profile:
     """Builds simulated devices on a fresh ledger (for vendors the core traits catalog does not know)."""
 
     workload: WorkloadProgram | None = None
-    """How the limiter checks run a workload process; without it they are N/A."""
+    """How the limiter checks run a workload process.  Without it (and without a harness the suite
+    ships for the adapter's runtime) a declared memory-limit or compute-limit fails: it cannot be proven."""
+
+    hardware_partitions: Callable[[Device], Collection[str]] | None = None
+    """The ids of the partitions the vendor library reports on a device right now, read from the
+    library (not from the ledger).  A grant matches a reported id when its ``partition_uuid`` is that
+    id, or that id followed by ``#`` and adapter-private detail.  The release checks compare it with
+    the live grants after every release; without it they compare the ledger, monitor() and regions."""
 
     notes: Sequence[str] = ()

@@ -22,6 +22,7 @@ from hami_conformance import SUITE_VERSION
 from hami_conformance.bench import (
     CONFIG_DIR,
     CheckFailed,
+    ConfiguredOff,
     NotApplicable,
     SuiteError,
     Target,
@@ -36,6 +37,8 @@ from hami_devices.config import HamiConfig, load_config
 from hami_devices.errors import HamiError
 
 NA_PREFIX = "N/A: "
+SUITE_NODE = "hami-conformance"
+"""The collector every check hangs under: node ids read ``hami-conformance::<check id>``, not a file path."""
 
 
 class CheckItem(pytest.Item):
@@ -62,8 +65,9 @@ class CheckItem(pytest.Item):
             return f"{head}\n  -> {excinfo.value}"
         return f"{head}\n{super().repr_failure(excinfo)}"
 
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, None, f"[{self.spec.level}] {self.spec.id}"
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        # no file location: a check is named by its catalog id wherever pytest reports it
+        return "", None, f"[{self.spec.level}] {self.spec.id}"
 
 
 class CatalogFile(pytest.File):
@@ -156,7 +160,7 @@ class ConformanceSession:
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         if file_path.resolve() != catalog_path().resolve():
             return None
-        node = CatalogFile.from_parent(parent, path=file_path)
+        node = CatalogFile.from_parent(parent, path=file_path, nodeid=SUITE_NODE)
         node.owner = self
         return node
 
@@ -177,9 +181,19 @@ class ConformanceSession:
             )
         bench = self.target.bench()
         try:
-            fn(bench)
-        except NotApplicable as exc:
-            pytest.skip(f"{NA_PREFIX}{exc}")
+            try:
+                fn(bench)
+            except NotApplicable as exc:
+                # Declaring a capability is a claim the suite must be able to prove: a check of a
+                # declared capability that cannot run fails.  Only the operator's configuration
+                # (isolation-level) may switch one off.
+                if spec.capability is not None and not isinstance(exc, ConfiguredOff):
+                    raise CheckFailed(
+                        f"capability '{spec.capability}' is declared, but this check cannot run: {exc}"
+                    ) from None
+                pytest.skip(f"{NA_PREFIX}{exc}")
+        except pytest.skip.Exception:
+            raise
         except Exception as exc:
             self.failure_reasons[spec.id] = str(exc) if isinstance(exc, CheckFailed) else f"{type(exc).__name__}: {exc}"
             raise
@@ -220,14 +234,35 @@ class ConformanceSession:
             duration_s=time.time() - self.started,
         )
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         report = self.report()
+        self._junit_properties(report)
         json_path = self.config.getoption("hami_report")
         if json_path:
             report.write_json(json_path)
         md_path = self.config.getoption("hami_markdown")
         if md_path:
             report.write_markdown(md_path)
+
+    def _junit_properties(self, report: Report) -> None:
+        """The verdict as <testsuite> properties of the JUnit XML (written after this hook)."""
+        from _pytest.junitxml import xml_key
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        a = report.adapter
+        for name, value in (
+            ("hami.adapter", f"{a['name']} {a['version']}"),
+            ("hami.backend", a["backend"]),
+            ("hami.capabilities", ",".join(a["capabilities"])),
+            ("hami.certified", str(report.certified).lower()),
+            ("hami.level", report.level),
+            ("hami.claimed-level", report.claimed_level),
+            ("hami.full-level", str(report.full_level).lower()),
+        ):
+            xml.add_global_property(name, value)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         report = self.report()
@@ -247,7 +282,10 @@ class ConformanceSession:
         for r in report.results:
             if r.result == FAIL:
                 tr.write_line(f"  FAIL {r.spec.id} [{r.spec.level}]: {_first_line(r.reason)}")
-        tr.write_line("  certified: every MUST passed" if report.certified else "  NOT certified")
+        for lr in report.levels():
+            mark = "earned" if lr.earned else ("not claimed" if not lr.claimed else "NOT earned")
+            tr.write_line(f"  level {lr.spec.name:<10} {mark}: {_first_line(lr.detail)}")
+        tr.write_line(f"  {report.verdict()}")
 
 
 def _first_line(text: str) -> str:

@@ -1,20 +1,29 @@
-"""Adapters for testing the suite itself: one correct control, and six with one bug each.
+"""Adapters for testing the suite itself: one correct control, and many with one bug each.
 
 Each broken adapter is what a plugin author might plausibly write; the suite
 must fail the check that names its bug.  They run on simulated devices they
 build themselves (``conformance_profile().devices``), like a third-party
 vendor the core traits catalog does not know.
+
+The module stays importable by earlier versions of the suite (``profile``
+passes only the Profile fields the installed suite knows), so it can be shown
+that the suite before these checks certified each of the newer broken adapters.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import itertools
+import sys
 import threading
 import time
+import uuid as uuid_module
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from hami_conformance import Profile
+from hami_conformance import Profile, WorkloadProgram
+from hami_nvidia.adapter import NvidiaAdapter
 
 from hami_devices.accounting import DeviceUsage, rejection_reasons
 from hami_devices.adapter import Capability, Probe, VendorAdapter
@@ -22,6 +31,7 @@ from hami_devices.allocation import coerce_request
 from hami_devices.device import Device, DeviceReadings
 from hami_devices.errors import InsufficientResources, ReasonCode, UnknownAllocation
 from hami_devices.ledger import Ledger
+from hami_devices.limiter import fake_library
 from hami_devices.matching import static_reasons
 from hami_devices.models import (
     DeviceHandle,
@@ -37,6 +47,12 @@ from hami_devices.models import (
 
 VENDOR = "plainsim"
 MODELS = {"Plain-16G": 16384, "Plain-8G": 8192}
+
+
+def profile(**fields: Any) -> Profile:
+    """A Profile with the fields this suite version knows (earlier ones lack the newer fields)."""
+    known = {f.name for f in dataclasses.fields(Profile)}
+    return Profile(**{k: v for k, v in fields.items() if k in known})
 
 
 def traits(model: str) -> DeviceTraits:
@@ -90,12 +106,15 @@ class PlainAdapter(VendorAdapter):
             PartitionProfile(name="full", memory_mib=16384, cores=100, max_instances=1),
         ]
 
+    def device_uuid(self, index: int) -> str:
+        return f"PLAIN-{index:04d}"
+
     def devices(self, ledger: Ledger) -> list[Device]:
         layout = [("Plain-16G", Health.HEALTHY), ("Plain-8G", Health.HEALTHY), ("Plain-8G", Health.HEALTHY)]
         layout.append(("Plain-8G", Health.UNHEALTHY))
         infos = [
             DeviceInfo(
-                uuid=f"PLAIN-{index:04d}",
+                uuid=self.device_uuid(index),
                 index=index,
                 vendor=VENDOR,
                 model=model,
@@ -103,14 +122,14 @@ class PlainAdapter(VendorAdapter):
                 split_count=4,
                 health=health,
                 traits=traits(model),
-                topology={f"PLAIN-{other:04d}": 40 for other in range(len(layout)) if other != index},
+                topology={self.device_uuid(other): 40 for other in range(len(layout)) if other != index},
             )
             for index, (model, health) in enumerate(layout)
         ]
         return self.simulate(infos, ledger)
 
     def conformance_profile(self) -> Profile:
-        return Profile(devices=self.devices)
+        return profile(devices=self.devices)
 
 
 # -- 1. over-allocates: "the driver pages, so let it through" ------------------------
@@ -293,6 +312,139 @@ class UnenforcedCambriconLimiterAdapter(UnenforcedLimiterAdapter):
     limiter_shim = "libhami_cambricon.so"
 
 
+# -- 8. self-agreement: numbers devices from 1, and its own id helper agrees --------------
+
+
+class OneBasedIdsAdapter(PlainAdapter):
+    """Numbers devices from 1, as the vendor's management tool does (the runtime counts from 0)."""
+
+    def visible_device_id(self, grant: Grant) -> str:
+        return grant.partition_uuid or str(grant.index + 1)
+
+
+# -- 9. restart: the driver has no serials, so uuids are minted - and kept in memory -----
+
+
+class MintedUuidAdapter(PlainAdapter):
+    """Mints a uuid per device on first discovery and remembers it only in this instance."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._serials: dict[int, str] = {}
+
+    def device_uuid(self, index: int) -> str:
+        return self._serials.setdefault(index, f"PLAIN-{uuid_module.uuid4().hex[:12]}")
+
+
+# -- 10. restart: partition ids from a counter this instance keeps -------------------------
+
+
+class CountedPartitionIdAdapter(PlainAdapter):
+    """Names each partition it carves "<device>/part-<n>" with n from an in-memory counter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._carved = itertools.count()
+        self._lock = threading.Lock()
+
+    def prepare(self, grants: list[Grant]) -> list[Grant]:
+        out = []
+        for grant in grants:
+            if grant.partition:
+                with self._lock:
+                    grant = grant.model_copy(update={"partition_uuid": f"{grant.uuid}/part-{next(self._carved)}"})
+            out.append(grant)
+        return out
+
+
+# -- 11. release order: tears down the newest partition of the device ---------------------
+
+
+class NewestFirstTeardownAdapter(PlainAdapter):
+    """Carves partitions in its (simulated) driver and, on release, destroys the device's newest one:
+    right when releases come last-in-first-out, wrong otherwise."""
+
+    driver: ClassVar[dict[str, list[str]]] = {}
+    """device uuid -> partition ids, oldest first: the hardware, which outlives adapter instances."""
+    _ids = itertools.count()
+    _lock = threading.Lock()
+
+    def prepare(self, grants: list[Grant]) -> list[Grant]:
+        out = []
+        with self._lock:
+            for grant in grants:
+                if grant.partition:
+                    made = f"{grant.uuid}/p{next(self._ids)}"
+                    self.driver.setdefault(grant.uuid, []).append(made)
+                    grant = grant.model_copy(update={"partition_uuid": made})
+                out.append(grant)
+        return out
+
+    def teardown(self, grants: list[Grant]) -> None:
+        with self._lock:
+            for grant in grants:
+                carved = self.driver.get(grant.uuid)
+                if grant.partition_uuid and carved:
+                    carved.pop()  # bug: the newest, not grant.partition_uuid
+
+    def reported(self, device: Device) -> list[str]:
+        """What the driver says exists on the device (the suite's ground truth)."""
+        with self._lock:
+            return list(self.driver.get(device.uuid, []))
+
+    def conformance_profile(self) -> Profile:
+        return profile(devices=self.devices, hardware_partitions=self.reported)
+
+
+# -- 12. loose partitions: "auto" carves an exact fit, a dynamic profile it does not declare --
+
+
+class ExactFitAutoAdapter(PlainAdapter):
+    """For ``partition: auto`` carves a partition of exactly the size asked, outside the catalog."""
+
+    def plan_grant(
+        self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
+    ) -> Grant | ReasonCode:
+        if part.partition != "auto" or not info.partitions:
+            return super().plan_grant(info, part, part_index, usage)
+        memory = part.memory_for(info.memory_mib)
+        if usage.memory_mib + memory > info.memory_mib:
+            return ReasonCode.CARD_INSUFFICIENT_MEMORY
+        return Grant.on(info, part_index, memory, part.cores, partition=f"carved-{memory}m")
+
+
+# -- 13. "partitions" declared, but DeviceInfo carries no catalog -------------------------
+
+
+class UncataloguedAdapter(PlainAdapter):
+    """Knows its profiles in partition_catalog() but builds DeviceInfo without them (no complete_info)."""
+
+    def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
+        return [self.device_class(info, self, ledger) for info in infos]
+
+
+# -- 14. declares compute-limit, but its harness cannot show it -----------------------------
+
+
+class UnprovenComputeLimitAdapter(PlainAdapter):
+    """Preloads the CUDA shim and declares compute-limit; its harness implements only 'alloc'."""
+
+    capabilities = PlainAdapter.capabilities | {Capability.MEMORY_LIMIT, Capability.COMPUTE_LIMIT}
+    limiter_shim = "libhami_cuda.so"
+
+    def conformance_profile(self) -> Profile:
+        harness = WorkloadProgram(
+            argv=(sys.executable, "-m", "hami_conformance.workloads.cuda"),
+            env={
+                "HAMI_CONFORMANCE_LIBCUDA": str(fake_library("libcuda.so.1")),
+                "HAMI_FAKE_GPU_STATE": "{tmp}/fake-gpu.state",
+                "HAMI_FAKE_MEMORY_MIB": str(1 << 20),
+            },
+            compute=False,
+        )
+        return profile(devices=self.devices, workload=harness)
+
+
 BROKEN: dict[str, tuple[str, str]] = {
     "OverAllocatingAdapter": ("alloc.over-capacity-refused", "over-allocates"),
     "DoubleFreeAdapter": ("release.double-raises", "double-frees"),
@@ -303,5 +455,42 @@ BROKEN: dict[str, tuple[str, str]] = {
     "UnenforcedLimiterAdapter": ("limiter.memory-enforced", "does not preload its limiter"),
     "UnenforcedAscendLimiterAdapter": ("limiter.memory-enforced", "does not preload its Ascend limiter"),
     "UnenforcedCambriconLimiterAdapter": ("limiter.memory-enforced", "does not preload its Cambricon limiter"),
+    # The suite before issue 17 certified each of these (see test_conformance_teeth.py):
+    "OneBasedIdsAdapter": ("env.visible-devices", "names devices by a one-based index its own helper agrees with"),
+    "MintedUuidAdapter": ("restart.same-devices", "mints device uuids that do not survive a restart"),
+    "CountedPartitionIdAdapter": ("restart.ledger-honoured", "reissues partition ids after a restart"),
+    "NewestFirstTeardownAdapter": ("release.any-order", "tears down the wrong partition unless released LIFO"),
+    "ExactFitAutoAdapter": ("partition.granted-from-catalog", "carves undeclared dynamic profiles"),
+    "UncataloguedAdapter": ("partition.catalog", "declares partitions but DeviceInfo carries no catalog"),
+    "UnprovenComputeLimitAdapter": ("limiter.compute-share", "declares compute-limit its harness cannot prove"),
 }
 """Broken adapter class -> (the check that must fail, its bug)."""
+
+NEW_TEETH = (
+    "OneBasedIdsAdapter",
+    "MintedUuidAdapter",
+    "CountedPartitionIdAdapter",
+    "NewestFirstTeardownAdapter",
+    "ExactFitAutoAdapter",
+    "UncataloguedAdapter",
+    "UnprovenComputeLimitAdapter",
+)
+"""The broken adapters the suite before issue 17 certified (all MUST checks passed)."""
+
+
+# -- 15. right on simulated devices, wrong on hardware: never destroys its MIG instances ----
+
+
+class MigLeakingAdapter(NvidiaAdapter):
+    """The NVIDIA adapter, but teardown leaves MIG instances behind ("a GPU reset cleans them up").
+
+    On simulated devices nothing is created, so only a run on the (fake) hardware library shows it."""
+
+    def teardown(self, grants: list[Grant]) -> None:
+        return None
+
+
+HARDWARE_BROKEN: dict[str, tuple[str, str]] = {
+    "MigLeakingAdapter": ("release.any-order", "leaks the MIG instances it creates"),
+}
+"""Broken adapters only a run on the fake vendor libraries catches -> (the check that must fail, its bug)."""

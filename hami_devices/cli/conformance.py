@@ -52,7 +52,8 @@ def pytest_args(args: argparse.Namespace, report: str, ini: str) -> list[str]:
     from hami_conformance.catalog import catalog_path
 
     suite = catalog_path()
-    argv = [str(suite), "-c", ini, "--rootdir", str(suite.parent), "-p", "no:cacheprovider", "--hami-report", report]
+    # rootdir = where the user is, so pytest names each check "hami-conformance::<id>" without a path
+    argv = [str(suite), "-c", ini, "--rootdir", os.getcwd(), "-p", "no:cacheprovider", "--hami-report", report]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         argv += ["-p", "hami_conformance.plugin"]
     if args.name:

@@ -11,8 +11,8 @@ from typing import Any
 from tqdm import tqdm
 
 from hami_devices.cli.output import emit_json, print_table
+from hami_devices.scheduling.policies import BUILTIN, load_policies, resolve_policy
 from hami_devices.simulate.plot import plot_curves
-from hami_devices.simulate.policies import POLICIES
 from hami_devices.simulate.protocol import DEFAULT_INFLATION, arrival_order
 from hami_devices.simulate.replay import ReplayResult, replay
 from hami_devices.simulate.trace import load_nodes, load_pods
@@ -21,8 +21,9 @@ from hami_devices.simulate.trace import load_nodes, load_pods
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "simulate",
-        help="replay a GPU-sharing trace (Alibaba openb) with placement policies",
-        description="Follows the protocol of the openb README: sorted then seeded shuffle, inflation "
+        help="replay a GPU-sharing trace (Alibaba openb) through the scoring engine",
+        description="Places every task with the scoring engine and the named policy, exactly as schedule and "
+        "hd.allocate do. Follows the protocol of the openb README: sorted then seeded shuffle, inflation "
         "to 130%% of GPU capacity, no departures; reports unallocated GPU %% at arrived = 100%%.",
     )
     parser.add_argument("--nodes", required=True, metavar="CSV", help="openb node list")
@@ -32,7 +33,16 @@ def register(subparsers: Any) -> None:
         action="append",
         dest="policies",
         metavar="P",
-        help=f"policy (repeatable; known: {', '.join(POLICIES)}; default fragmentation-aware)",
+        help=f"engine policy (repeatable; built in: {', '.join(BUILTIN)}, or from --policies; "
+        "default fragmentation-aware)",
+    )
+    parser.add_argument("--policies", dest="policies_file", metavar="FILE", help="YAML file of user policies")
+    parser.add_argument(
+        "--mix",
+        choices=["online", "declared"],
+        default="online",
+        help="fragmentation-aware's workload mix: learned online from the arrivals (default), or declared "
+        "as the typical shapes of the whole task list (FGD's target workload; reads the trace ahead)",
     )
     parser.add_argument("--seed", type=int, default=42, help="shuffle/inflation seed (default 42)")
     parser.add_argument("--inflation", type=float, default=DEFAULT_INFLATION, help="arrivals up to this x capacity")
@@ -45,16 +55,26 @@ def run(args: argparse.Namespace) -> int:
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods)
     policies = args.policies or ["fragmentation-aware"]
+    user = load_policies(args.policies_file) if args.policies_file else {}
     for name in policies:
-        if name not in POLICIES:
-            print(f"hami-devices: error: unknown policy {name!r} (known: {', '.join(POLICIES)})", file=sys.stderr)
-            return 2
+        resolve_policy(name, user)  # an unknown name fails here, before any replay
     total = len(arrival_order(pods, nodes.gpu_capacity_milli, args.seed, args.inflation))
     results: list[ReplayResult] = []
     with tqdm(total=total * len(policies), unit="task", file=sys.stderr, desc="replay") as bar:
         for name in policies:
             bar.set_postfix_str(name)
-            results.append(replay(nodes, pods, name, args.seed, inflation=args.inflation, progress=bar.update))
+            results.append(
+                replay(
+                    nodes,
+                    pods,
+                    name,
+                    args.seed,
+                    mix=args.mix,
+                    inflation=args.inflation,
+                    progress=bar.update,
+                    user_policies=user,
+                )
+            )
     args.out.mkdir(parents=True, exist_ok=True)
     curve = args.out / "curve.json"
     curve.write_text(
@@ -70,24 +90,26 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     png = plot_curves(results, args.out / "curve.png", title=f"{Path(args.pods).stem}, seed {args.seed}")
-    summary = [
-        {
-            "policy": r.policy,
-            "seed": r.seed,
-            "unallocated_gpu_pct": round(r.unallocated_gpu_pct, 3),
-            "placed": r.placed,
-            "failed": r.failed,
-            "wall_s": round(r.wall_s, 2),
-        }
-        for r in results
-    ]
+    if png is None:
+        print("hami-devices: no curve.png: matplotlib is not installed (pip install 'hami-devices[plot]')",
+              file=sys.stderr)
+    summary = [r.summary() for r in results]
     if args.json:
         emit_json({"results": summary, "curve_json": str(curve), "plot": str(png)})
     else:
         print_table(
-            ["POLICY", "SEED", "UNALLOCATED GPU %", "PLACED", "FAILED", "WALL S"],
+            ["POLICY", "MIX", "SEED", "UNALLOCATED GPU %", "PLACED", "FAILED", "P50 MS", "WALL S"],
             [
-                [s["policy"], s["seed"], f"{s['unallocated_gpu_pct']:.2f}", s["placed"], s["failed"], s["wall_s"]]
+                [
+                    s["policy"],
+                    s["mix"],
+                    s["seed"],
+                    f"{s['unallocated_gpu_pct']:.2f}",
+                    s["placed"],
+                    s["failed"],
+                    s["decision_p50_ms"],
+                    s["wall_s"],
+                ]
                 for s in summary
             ],
         )

@@ -139,6 +139,9 @@ class ClusterState:
         self.node_cpu_total = np.zeros(0, dtype=np.int64)
         self.node_mem_total = np.zeros(0, dtype=np.int64)
         self.node_ok = np.zeros(0, dtype=bool)
+        # Bumped whenever anything about a node (its devices' usage or health, its host usage,
+        # whether it is schedulable) changes, so per-node work can be cached between decisions.
+        self.node_version = np.zeros(0, dtype=np.int64)
         self.infos: list[DeviceInfo | None] = []
         self.uuid_index: dict[str, int] = {}
         self._free_rows: list[int] = []
@@ -210,6 +213,8 @@ class ClusterState:
         )
         self.mem_free[row] = self.mem_cap[row] - self.mem_used[row]
         self.stamp[row] = next(self._stamps)
+        if self.node[row] >= 0:
+            self.node_version[self.node[row]] += 1
 
     def _refresh_node(self, node_name: str) -> None:
         for row in self.nodes[node_name].devices:
@@ -286,6 +291,7 @@ class ClusterState:
         self.node_cpu_total = np.append(self.node_cpu_total, cpu_milli)
         self.node_mem_total = np.append(self.node_mem_total, memory_mib)
         self.node_ok = np.append(self.node_ok, True)
+        self.node_version = np.append(self.node_version, 0)
         self.nodes[name] = NodeState(name, cpu_milli, memory_mib, dict(labels or {}))
         self._name_rank = None
         for info in devices:
@@ -299,7 +305,11 @@ class ClusterState:
     def remove_node(self, name: str) -> list[Booking]:
         """Remove a node and its devices; returns the bookings that were on it (now forgotten)."""
         node = self._node(name)
-        dropped = [b for b in self.bookings.values() if b.node == name]
+        dropped = [
+            b
+            for b in self.bookings.values()
+            if name in (b.host_nodes or (b.node,)) or any(g.node == name for g in b.grants)
+        ]
         for booking in dropped:
             self.forget(booking.id)
         for row in list(node.devices):
@@ -307,6 +317,7 @@ class ClusterState:
         row = self._node_index.pop(name)
         self._node_names[row] = ""
         self.node_ok[row] = False
+        self.node_version[row] += 1
         self._name_rank = None
         del self.nodes[name]
         self.version += 1
@@ -315,6 +326,7 @@ class ClusterState:
     def set_schedulable(self, name: str, schedulable: bool) -> None:
         self._node(name).schedulable = schedulable
         self.node_ok[self._node_index[name]] = schedulable
+        self.node_version[self._node_index[name]] += 1
         self._refresh_node(name)
         self.version += 1
 
@@ -543,6 +555,7 @@ class ClusterState:
 
     def _charge_host(self, name: str, cpu_milli: int, memory_mib: int) -> None:
         nrow = self._node_index[name]
+        self.node_version[nrow] += 1
         self.node_cpu_free[nrow] -= cpu_milli
         self.node_mem_free[nrow] -= memory_mib
         self.nodes[name].cpu_used += cpu_milli

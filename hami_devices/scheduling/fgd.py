@@ -1,35 +1,38 @@
 """Fragmentation Gradient Descent (FGD) math on arrays.
 
 After Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads
-with Fragmentation Gradient Descent", USENIX ATC 2023.
-
-Everything here works on plain numpy arrays so that the engine (which holds a
-``ClusterState``) and the trace simulator (which holds its own replay arrays)
-share one implementation.  Units: GPU share in thousandths of one device
-("milli", 1000 = a whole device), CPU in millicores.
+with Fragmentation Gradient Descent", USENIX ATC 2023, generalised to
+heterogeneous nodes: every device slot of a node has its own need per task
+shape (a shape that gives its device memory in MiB needs a different share of
+a 16 GiB and of an 80 GiB device; a shape that does not accept a slot's model
+can never use it).  Units: device share in thousandths ("milli", 1000 = a
+whole device), CPU in millicores, host memory in MiB.
 
 For a node n and a task shape m of the workload mix:
 
-* if m cannot run on n (not enough CPU, not enough devices with m's share
-  free, or a model m does not accept) every idle thousandth of n counts as
-  fragmented for m;
-* if m can run, only the free thousandths on devices that have less free than
-  m asks per device count.
+* if m cannot run on n (not enough CPU or host memory, or fewer than m's
+  device count of slots with m's need free) every idle thousandth of n counts
+  as fragmented for m;
+* if m can run, only the free thousandths on slots that have less free than
+  m needs there (or that m does not accept).
 
-The node's fragmentation is ``F_n = sum_m p_m * frag_n(m)``; the policy places
-a task where ``F_n`` grows least.  A CPU-only shape has nothing "too small" on
-any device, so it only fragments a node whose CPU it cannot get.
+The node's fragmentation is ``F_n = sum_m p_m * frag_n(m)``; a placement is
+good when ``F_n`` grows least.  A shape without devices has nothing "too
+small" on any device; with ``cpu_only_all_idle`` (the published simulator's
+convention) it counts all of a node's idle share as fragmented.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 MILLI = 1000
+NEVER = 1 << 40
+"""The need of a slot a shape cannot use (absent, or a model it does not accept): no free share reaches it."""
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -38,14 +41,25 @@ BoolArray = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True)
 class Shape:
-    """One typical task shape: CPU, per-device share, device count, accepted models."""
+    """One typical task shape.
+
+    ``gpu_milli`` is the per-device share in thousandths given by cores or by a
+    percentage of memory; ``gpu_mem_mib`` is device memory given in MiB (0:
+    none), whose share depends on the device; ``mem_mib`` is host memory.
+    """
 
     cpu_milli: int
     gpu_milli: int
     num_gpu: int
     models: frozenset[str] | None = None  # None: any model
     weight: float = 1.0
-    mem_mib: int = 0  # host memory; only checked where the caller passes free memory
+    mem_mib: int = 0
+    gpu_mem_mib: int = 0
+
+    def need_on(self, mem_cap: IntArray) -> IntArray:
+        """Thousandths of a device of ``mem_cap`` MiB this shape needs on it."""
+        by_memory = np.ceil(self.gpu_mem_mib * MILLI / np.maximum(mem_cap, 1)).astype(np.int64)
+        return np.minimum(np.maximum(by_memory, self.gpu_milli), MILLI)
 
 
 @dataclass(frozen=True)
@@ -53,8 +67,6 @@ class WorkloadMix:
     """The typical shapes with their renormalised frequencies ``p_m``."""
 
     shapes: tuple[Shape, ...]
-    # The published simulator counts every idle thousandth as fragmented for a
-    # CPU-only shape, whether or not its CPU fits (its "XL"/"XR" categories).
     cpu_only_all_idle: bool = False
     cpu: IntArray = field(init=False, repr=False)
     milli: IntArray = field(init=False, repr=False)
@@ -73,37 +85,30 @@ class WorkloadMix:
     def __len__(self) -> int:
         return len(self.shapes)
 
-    def model_ok(self, model_names: Sequence[str]) -> BoolArray:
-        """``[S, M]``: may shape s run on a device of model index M?"""
-        out = np.ones((len(self.shapes), len(model_names)), dtype=bool)
-        for i, shape in enumerate(self.shapes):
-            if shape.models is not None and shape.gpu_milli > 0:
-                out[i] = [m in shape.models for m in model_names]
-        return out
+    @property
+    def uses_devices(self) -> BoolArray:
+        return self.num > 0
 
     @classmethod
-    def typical(
-        cls,
-        shapes: Iterable[tuple[int, int, int, frozenset[str] | None]],
-        coverage: float = 0.95,
-    ) -> WorkloadMix:
-        """The most frequent shapes covering ``coverage`` of the tasks (FGD's "typical pods").
+    def typical(cls, shapes: Iterable[tuple[Shape, float]], coverage: float = 0.95) -> WorkloadMix:
+        """The most frequent shapes covering ``coverage`` of the total weight (FGD's "typical pods").
 
-        ``shapes`` yields one (cpu_milli, gpu_milli, num_gpu, models) per task.
-        Frequencies are renormalised over the kept shapes.  Ties in frequency
-        keep first-seen order, so the result is deterministic.
+        ``shapes`` yields (shape, weight) pairs, the weight ignored in each shape.
+        Ties in weight keep first-seen order, so the result is deterministic.
         """
-        counts: dict[tuple[int, int, int, frozenset[str] | None], int] = {}
-        for key in shapes:
-            counts[key] = counts.get(key, 0) + 1
+        counts: dict[Shape, float] = {}
+        for shape, weight in shapes:
+            key = Shape(shape.cpu_milli, shape.gpu_milli, shape.num_gpu, shape.models, 1.0, shape.mem_mib,
+                        shape.gpu_mem_mib)
+            counts[key] = counts.get(key, 0.0) + weight
         total = sum(counts.values())
-        ranked = sorted(counts.items(), key=lambda kv: -kv[1])
         kept: list[Shape] = []
-        covered = 0
-        for (cpu, milli, num, models), n in ranked:
-            if covered >= coverage * total:
+        covered = 0.0
+        for shape, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+            if covered >= coverage * total - 1e-12:
                 break
-            kept.append(Shape(cpu, milli, num, models, float(n)))
+            kept.append(Shape(shape.cpu_milli, shape.gpu_milli, shape.num_gpu, shape.models, n, shape.mem_mib,
+                              shape.gpu_mem_mib))
             covered += n
         return cls(tuple(kept))
 
@@ -112,8 +117,8 @@ class WorkloadMix:
 class FragTerms:
     """Per-node, per-shape partial sums that make candidate deltas cheap.
 
-    ``count_ge[n, s]``: devices of n with at least shape s's share free;
-    ``small[n, s]``: free thousandths on devices with less than that.
+    ``count_ge[n, s]``: slots of n with at least shape s's need free there;
+    ``small[n, s]``: free thousandths on the other slots; ``total[n]``: all free.
     """
 
     count_ge: IntArray
@@ -121,11 +126,10 @@ class FragTerms:
     total: IntArray
 
 
-def terms(free: IntArray, mix: WorkloadMix) -> FragTerms:
-    """Partial sums for ``free`` ``[N, G]`` (absent devices padded with 0)."""
+def terms(free: IntArray, need: IntArray) -> FragTerms:
+    """Partial sums for ``free`` ``[N, G]`` and ``need`` ``[N, G, S]`` (absent slots: free 0, need NEVER)."""
     f = free[:, :, None]
-    m = mix.milli[None, None, :]
-    ge = f >= m
+    ge = f >= need
     return FragTerms(
         count_ge=ge.sum(axis=1).astype(np.int64),
         small=np.where(ge, 0, f).sum(axis=1).astype(np.int64),
@@ -133,78 +137,84 @@ def terms(free: IntArray, mix: WorkloadMix) -> FragTerms:
     )
 
 
-def _frag(
+def frag(
     count_ge: IntArray,
     small: IntArray,
     total: IntArray,
     cpu_free: IntArray,
-    shape_ok: BoolArray,
+    mem_free: IntArray | None,
     mix: WorkloadMix,
-    mem_free: IntArray | None = None,
 ) -> FloatArray:
-    """F = sum_s p_s * (fits_s ? small_s : total); shapes are the last axis.
+    """F = sum_s p_s * (fits_s ? small_s : total); shapes are the last axis, any leading axes broadcast.
 
-    With ``mem_free`` a shape also needs its host memory (``Shape.mem_mib``) to fit.
+    With ``mem_free`` a shape also needs its host memory to fit.
     """
-    fits = shape_ok & (cpu_free[..., None] >= mix.cpu) & ((mix.milli == 0) | (count_ge >= mix.num))
+    fits = (cpu_free[..., None] >= mix.cpu) & ((mix.num == 0) | (count_ge >= mix.num))
     if mem_free is not None:
-        fits = fits & (mem_free[..., None] >= mix.mem)
+        fits &= mem_free[..., None] >= mix.mem
     if mix.cpu_only_all_idle:
-        fits = fits & (mix.milli > 0)
+        fits &= mix.num > 0
     per_shape = np.where(fits, small, total[..., None])
     return per_shape @ mix.weight
 
 
-def node_fragmentation(free: IntArray, cpu_free: IntArray, shape_ok: BoolArray, mix: WorkloadMix) -> FloatArray:
-    """``F_n`` for every node; ``shape_ok`` is ``[N, S]`` (model acceptance per node)."""
-    t = terms(free, mix)
-    return _frag(t.count_ge, t.small, t.total, cpu_free, shape_ok, mix)
-
-
 def share_deltas(
     free: IntArray,
-    cpu_free: IntArray,
-    shape_ok: BoolArray,
+    need: IntArray,
     t: FragTerms,
     base: FloatArray,
-    milli: int,
+    take: IntArray,
+    cpu_free: IntArray,
+    mem_free: IntArray | None,
     cpu: int,
+    mem: int,
     mix: WorkloadMix,
-    mem_free: IntArray | None = None,
-    mem: int = 0,
 ) -> FloatArray:
-    """``[K, G]`` increase of F_n when one device g of node n gives ``milli`` (inf where it can't)."""
+    """``[K, G]``: the rise of F_n when slot g of node n gives ``take[k, g]`` thousandths (inf where it can't)."""
     f = free[:, :, None]
-    m = mix.milli[None, None, :]
-    after = f - milli
-    ge_old = f >= m
-    ge_new = after >= m
+    after = (free - take)[:, :, None]
+    ge_old = f >= need
+    ge_new = after >= need
     count_ge = t.count_ge[:, None, :] - ge_old + ge_new
     small = t.small[:, None, :] - np.where(ge_old, 0, f) + np.where(ge_new, 0, after)
-    total = np.broadcast_to((t.total - milli)[:, None], free.shape)
+    total = t.total[:, None] - take
     cpu_after = np.broadcast_to((cpu_free - cpu)[:, None], free.shape)
     mem_after = None if mem_free is None else np.broadcast_to((mem_free - mem)[:, None], free.shape)
-    new = _frag(count_ge, small, total, cpu_after, shape_ok[:, None, :], mix, mem_after)
+    new = frag(count_ge, small, total, cpu_after, mem_after, mix)
     delta = new - base[:, None]
-    return np.where(free >= milli, delta, np.inf)
+    return np.where(free >= take, delta, np.inf)
 
 
 def whole_deltas(
-    cpu_free: IntArray,
-    shape_ok: BoolArray,
+    free: IntArray,
+    need: IntArray,
     t: FragTerms,
     base: FloatArray,
-    num_gpu: int,
+    count: int,
+    cpu_free: IntArray,
+    mem_free: IntArray | None,
     cpu: int,
+    mem: int,
     mix: WorkloadMix,
-    mem_free: IntArray | None = None,
-    mem: int = 0,
 ) -> FloatArray:
-    """``[K]`` increase of F_n when ``num_gpu`` entirely free devices (or none) are taken."""
-    if num_gpu:
-        count_ge = t.count_ge - np.where(mix.milli > 0, num_gpu, 0)
-        total = t.total - MILLI * num_gpu
+    """``[K]``: the rise of F_n when the first ``count`` entirely free slots of node n are taken whole.
+
+    ``count`` 0 is a task without devices (only its CPU and memory change).
+    """
+    if count:
+        whole = free >= MILLI
+        taken = whole & (np.cumsum(whole, axis=1) <= count)  # [K, G]
+        usable = need <= MILLI  # [K, G, S]: a whole free slot counts for s, else it is s's small change
+        lost = (taken[:, :, None] & usable).sum(axis=1)
+        count_ge, total = t.count_ge - lost, t.total - MILLI * count
+        small = t.small - MILLI * (taken[:, :, None] & ~usable).sum(axis=1)
     else:
-        count_ge, total = t.count_ge, t.total
-    new = _frag(count_ge, t.small, total, cpu_free - cpu, shape_ok, mix, None if mem_free is None else mem_free - mem)
+        count_ge, total, small = t.count_ge, t.total, t.small
+    new = frag(count_ge, small, total, cpu_free - cpu, None if mem_free is None else mem_free - mem, mix)
     return new - base
+
+
+def sigmoid_score(delta: FloatArray) -> IntArray:
+    """The published FGD score: ``int(100 * sigmoid(-delta / 1000))``."""
+    with np.errstate(over="ignore"):
+        return (100.0 / (1.0 + np.exp(np.clip(delta, -1e6, 1e6) / 1000.0))).astype(np.int64)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
 
-SCORER_NAMES = ("binpack", "spread", "trait-affinity", "topology", "fragmentation", "locality")
+SCORER_NAMES = ("binpack", "spread", "trait-affinity", "topology", "fragmentation", "locality", "bestfit")
 
 
 class Policy(BaseModel):
@@ -79,12 +79,11 @@ BUILTIN: dict[str, Policy] = {
         ),
         _builtin(
             "fragmentation-aware",
-            "least expected fragmentation for the workload mix (FGD)",
-            fragmentation=4,
-            binpack=1,
-            trait_affinity=1,
-            locality=1,
+            "least rise of fragmentation for the workload mix learned online (FGD with host memory, "
+            "stranded share and tie-breaks)",
+            fragmentation=1,
         ),
+        _builtin("bestfit", "the FGD paper's BestFit: least CPU and device share left on the node", bestfit=1),
     )
 }
 

@@ -8,8 +8,12 @@ from pathlib import Path
 from hami_devices.simulate.replay import ReplayResult
 
 
-def plot_curves(results: Sequence[ReplayResult], path: str | Path, title: str = "") -> Path:
-    import matplotlib
+def plot_curves(results: Sequence[ReplayResult], path: str | Path, title: str = "") -> Path | None:
+    """Write the plot; None when matplotlib (the ``[plot]`` extra) is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
 
     matplotlib.use("Agg")  # files only; never a display
     import matplotlib.pyplot as plt

@@ -96,3 +96,13 @@ def test_the_message_stays_short_and_the_detail_is_data(make_cluster: ClusterFac
     assert err.permanent is False
     assert err.to_dict()["counts"]["NodeInsufficientDevices"] == 1_000
     assert "n0999 (2/4 devices)" in str(err)
+
+
+def test_removing_a_node_drops_the_split_placements_that_use_it(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(("a", "nvidia", "T4", 1), ("b", "nvidia", "T4", 1), cpu=16_000)
+    request = ResourceRequest(same_node=False, host_cpu_milli=4_000, parts=[{"memory_mib": 10}, {"memory_mib": 10}])
+    placement = Engine(cluster).schedule(request)
+    other = "b" if placement.node == "a" else "a"
+    assert [b.id for b in cluster.remove_node(other)] == [placement.booking_id]
+    row = cluster.node_row(placement.node)
+    assert cluster.node_cpu_free[row] == 16_000 and int(cluster.sharers[cluster.rows_of(placement.node)[0]]) == 0

@@ -2,7 +2,9 @@
 
 Each check is a function of a fresh :class:`~hami_conformance.bench.Bench`.  It
 fails by raising ``CheckFailed`` (see ``expect``), declines by raising
-``NotApplicable`` with the reason, and passes by returning.
+``NotApplicable`` with the reason (a failure when the check's capability is
+declared; ``ConfiguredOff`` when the configuration switched the feature off),
+and passes by returning.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ MODULES = (
     "identity",
     "allocation",
     "release",
+    "orders",
+    "restart",
     "monitoring",
     "environment",
     "concurrency",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from hami_conformance.bench import Bench, CheckFailed, capacity, expect, share
+from hami_conformance.bench import Bench, CheckFailed, capacity, expect, profiles_of, share
 from hami_conformance.checks import check
 from hami_conformance.invariants import device_problems, grant_problems, rounded
 from hami_devices.device import Device
@@ -58,6 +58,7 @@ def within_capacity(bench: Bench) -> None:
         handle = bench.allocate_on(device, share(memory, cores))
     except InsufficientResources as exc:
         raise CheckFailed(f"{memory} MiB/{cores}% refused on an empty device of {cap.memory_mib} MiB: {exc}") from exc
+    handle = bench.recorded(handle)
     expect(len(handle.grants) == 1, f"one-device request got {len(handle.grants)} grants")
     grant = handle.grants[0]
     expect(grant.uuid == device.uuid, f"grant on {grant.uuid}, the request was made on {device.uuid}")
@@ -148,8 +149,14 @@ def exclusive(bench: Bench) -> None:
 
 @check("alloc.split-count")
 def split_count(bench: Bench) -> None:
-    """Fill the device with the smallest split count; adapters that round shares up may run out first."""
-    candidates = sorted(bench.healthy(), key=lambda d: (d.info.split_count, -d.info.memory_mib))
+    """Fill the device with the smallest split count; adapters that round shares up may run out first.
+
+    Devices that share whole come first: on a partitioned one shares become profiles, and the
+    device may run out of room (CardPartitionUnavailable) exactly as its split count is reached.
+    """
+    candidates = sorted(
+        bench.healthy(), key=lambda d: (bool(profiles_of(d)), d.info.split_count, -d.info.memory_mib)
+    )
     expect(candidates, "no healthy device")
     short: list[str] = []
     for device in candidates:
@@ -171,11 +178,14 @@ def split_count(bench: Bench) -> None:
             for handle in handles:
                 bench.release(handle)
             continue
+        codes = {ReasonCode.CARD_SPLIT_EXHAUSTED}
+        if any(rounded(device, h) for h in handles):
+            codes |= {ReasonCode.CARD_PARTITION_UNAVAILABLE, ReasonCode.CARD_INSUFFICIENT_MEMORY}
         expect_refused(
             lambda device=device: bench.allocate_on(device, share(1, 0)),  # type: ignore[misc]
             f"sharer {cap.split_count + 1} with split count {cap.split_count}",
             device,
-            {ReasonCode.CARD_SPLIT_EXHAUSTED},
+            codes,
         )
         expect_clean(bench, device)
         return

@@ -15,7 +15,8 @@ def adapter_metadata(bench: Bench) -> None:
     expect(isinstance(name, str) and name.strip() == name and name, f"adapter name {name!r} is not a non-empty name")
     plugin = bench.target.plugin
     if ":" not in plugin:
-        expect(name == plugin, f"adapter name {name!r} differs from its entry point name {plugin!r}")
+        case = " (only in case: names are case-sensitive)" if str(name).lower() == plugin.lower() else ""
+        expect(name == plugin, f"adapter name {name!r} differs from its entry point name {plugin!r}{case}")
     expect(isinstance(adapter.version, str) and adapter.version, f"adapter version {adapter.version!r} is not set")
     caps = adapter.capabilities
     expect(isinstance(caps, frozenset | set), f"capabilities must be a frozenset, got {type(caps).__name__}")

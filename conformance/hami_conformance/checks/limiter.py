@@ -1,8 +1,9 @@
 """The limiter, where declared: enforced inside a real workload process.
 
 The suite cannot know how to drive every vendor runtime, so the adapter says
-how through ``conformance_profile().workload`` (a :class:`WorkloadProgram`).
-Without one these checks are N/A with that reason; they never pass on faith.
+how through ``conformance_profile().workload`` (a :class:`WorkloadProgram`); the
+suite ships one for the built-in runtimes.  Without one a declared memory-limit
+or compute-limit cannot be proven, and its checks fail; they never pass on faith.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 
-from hami_conformance.bench import Bench, CheckFailed, NotApplicable, capacity, expect, share
+from hami_conformance.bench import Bench, CheckFailed, ConfiguredOff, NotApplicable, capacity, expect, share
 from hami_conformance.builtin import TMP
 from hami_conformance.checks import check
 from hami_conformance.profile import WorkloadProgram
@@ -26,15 +27,16 @@ COMPUTE_SECONDS = 2.0
 
 
 def _workload(bench: Bench, *, compute: bool = False) -> WorkloadProgram:
-    if bench.adapter.config.device_plugin.isolation_level == "none":
-        raise NotApplicable("the configuration sets isolation-level 'none': the limiter is off")
+    level = bench.adapter.config.device_plugin.isolation_level
+    if level == "none":
+        raise ConfiguredOff("the configuration sets isolation-level 'none': the limiter is off")
+    if compute and level != "hard":
+        raise ConfiguredOff("the configuration does not set isolation-level 'hard': compute is not limited")
     program = bench.target.profile.workload
     if program is None:
         raise NotApplicable(NO_HARNESS)
     if compute and not program.compute:
         raise NotApplicable("the adapter's workload program does not implement the 'compute' operation")
-    if compute and bench.adapter.config.device_plugin.isolation_level != "hard":
-        raise NotApplicable("the configuration does not set isolation-level 'hard': compute is not limited")
     return program
 
 

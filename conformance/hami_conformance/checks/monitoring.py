@@ -113,7 +113,7 @@ def allocations_listed(bench: Bench) -> None:
     listed = {u.handle_id: u for u in device.monitor().allocations}
     expect(set(listed) == {a.id, b.id}, f"monitor lists {sorted(listed)}, live are {sorted([a.id, b.id])}")
     for handle in (a, b):
-        grant = handle.grants[0]
+        grant = bench.recorded(handle).grants[0]
         usage = listed[handle.id]
         expect(
             (usage.memory_limit_mib, usage.cores_limit) == (grant.memory_mib, grant.cores),

@@ -1,4 +1,9 @@
-"""Partitions, where declared: profiles from the catalog, granted whole, never overlapping."""
+"""Partitions, where declared: the catalog discovery reports, profiles granted whole, never overlapping.
+
+The catalog is the one each device carries in its DeviceInfo, as discovery reported it (what a
+scheduler sees), not the adapter's ``partition_catalog()`` helper.  A granted partition outside it
+is allowed only to an adapter that declares the dynamic-profiles capability.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import random
 from hami_conformance.bench import Bench, CheckFailed, expect, profiles_of, share
 from hami_conformance.checks import check
 from hami_conformance.invariants import device_problems, partition_overlap_problems
+from hami_devices.adapter import Capability
 from hami_devices.device import Device
 from hami_devices.errors import InsufficientResources
 from hami_devices.models import DeviceHandle, PartitionProfile
@@ -16,7 +22,18 @@ MAX_GRANTS = 64
 
 def _partitioned(bench: Bench) -> list[Device]:
     devices = [d for d in bench.healthy() if profiles_of(d)]
-    expect(devices, "the adapter declares partitions but no healthy device has a partition profile")
+    if not devices:
+        helper = {d.info.model: len(bench.adapter.partition_catalog(d.info.model)) for d in bench.healthy()}
+        listed = {model: n for model, n in helper.items() if n}
+        hint = (
+            f"; partition_catalog() lists profiles for {sorted(listed)} but discovery does not put them in "
+            "DeviceInfo.partitions (call complete_info, or set partitions in discover)"
+            if listed
+            else ""
+        )
+        raise CheckFailed(
+            f"the adapter declares partitions but no healthy device carries a partition catalog in its DeviceInfo{hint}"
+        )
     return devices
 
 
@@ -62,23 +79,34 @@ def granted_from_catalog(bench: Bench) -> None:
                 handle = bench.allocate_on(device, share(1, 0, partition=profile.name))
             except InsufficientResources as exc:
                 raise CheckFailed(f"{device.type}: profile {profile.name} refused on an empty device: {exc}") from exc
-            _expect_profile(handle, profile)
+            _expect_profile(bench.recorded(handle), profile)
             bench.release(handle)
         smallest = min(profiles, key=lambda p: (p.memory_mib, p.cores))
         ask = max(1, smallest.memory_mib // 2)
         best = min(p.memory_mib for p in profiles if p.memory_mib >= ask)
         handle = bench.allocate_on(device, share(ask, 0, partition="auto"))
-        grant = handle.grants[0]
+        grant = bench.recorded(handle).grants[0]
         known = {p.name: p for p in profiles}
         expect(grant.partition, f"{device.type}: 'auto' for {ask} MiB granted no partition")
         if grant.partition in known:
-            _expect_profile(handle, known[grant.partition or ""])
-        # a vendor with dynamic profiles (sMLU) may carve one that fits exactly: never larger than the catalog's
-        expect(
-            ask <= grant.memory_mib <= best,
-            f"{device.type}: 'auto' for {ask} MiB granted {grant.partition!r} with {grant.memory_mib} MiB, "
-            f"the smallest fitting profile has {best} MiB",
-        )
+            _expect_profile(bench.recorded(handle), known[grant.partition or ""])
+            expect(
+                grant.memory_mib == best,
+                f"{device.type}: 'auto' for {ask} MiB granted {grant.partition} with {grant.memory_mib} MiB, "
+                f"the smallest fitting catalog profile has {best} MiB",
+            )
+        else:
+            expect(
+                Capability.DYNAMIC_PROFILES in bench.adapter.capabilities,
+                f"{device.type}: 'auto' for {ask} MiB granted {grant.partition!r}, which is not in the device's "
+                f"catalog {sorted(known)}; carving profiles outside it needs the dynamic-profiles capability",
+            )
+            # a carved profile fits the request, and is never larger than the catalog's answer
+            expect(
+                ask <= grant.memory_mib <= best,
+                f"{device.type}: 'auto' for {ask} MiB carved {grant.partition!r} with {grant.memory_mib} MiB, "
+                f"the smallest fitting catalog profile has {best} MiB",
+            )
         bench.release(handle)
 
 
@@ -109,4 +137,4 @@ def no_overlap(bench: Bench) -> None:
             expect(bench.state(device).usage.sharers == 0, f"{device.type}: partitions left after release")
         largest = max(profiles, key=lambda p: (p.memory_mib, p.cores))
         again = bench.allocate_on(device, share(1, 0, partition=largest.name))
-        _expect_profile(again, largest)
+        _expect_profile(bench.recorded(again), largest)

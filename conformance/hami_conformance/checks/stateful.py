@@ -1,4 +1,9 @@
-"""A hypothesis state machine: random allocate/release/monitor sequences, invariants after every step."""
+"""A hypothesis state machine: random allocate/release/monitor sequences, invariants after every step.
+
+Deterministic by construction: hypothesis replays each example to shrink it and checks that the same
+choices lead to the same draws.  Handle ids are random uuids, so the machine never draws from them
+(or from an order they define): live and released handles are chosen by their position in issue order.
+"""
 
 from __future__ import annotations
 
@@ -55,8 +60,8 @@ class AllocationMachine(RuleBasedStateMachine):
         self.bench: Bench = self.target.bench()
         self.devices: list[Device] = self.bench.devices
         self.shadow: dict[str, Shadow] = {d.uuid: Shadow() for d in self.devices}
-        self.live: dict[str, DeviceHandle] = {}
-        self.released: list[DeviceHandle] = []
+        self.live: dict[str, DeviceHandle] = {}  # insertion order = issue order
+        self.released: list[DeviceHandle] = []  # release order
 
     # -- the model -------------------------------------------------------------
     def fits(self, device: Device, part: RequestPart) -> bool:
@@ -151,15 +156,15 @@ class AllocationMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        handle_id = data.draw(st.sampled_from(sorted(self.live)), label="handle")
-        handle = self.live[handle_id]
+        issued = list(self.live.values())
+        handle = issued[data.draw(st.integers(0, len(issued) - 1), label="live handle, by issue order")]
         self.bench.release(handle)
         self.forget(handle)
 
     @precondition(lambda self: bool(self.released))
     @rule(data=st.data())
     def release_again(self, data: st.DataObject) -> None:
-        handle = data.draw(st.sampled_from(self.released), label="released handle")
+        handle = self.released[data.draw(st.integers(0, len(self.released) - 1), label="released handle, by order")]
         try:
             self.bench.release(handle)
         except UnknownAllocation:

@@ -5,7 +5,9 @@
 * ``discover(ledger)``: the devices, through the vendor library.
 * ``simulate(infos, ledger)``: the same devices with no hardware behind them.
 * ``partition_catalog(model)``: the partition profiles (only with Capability.PARTITIONS).
-* ``conformance_profile()``: optional; tells the conformance suite how to run without hardware.
+* ``limiter_shim``: the LD_PRELOAD shim this package builds (only with Capability.MEMORY_LIMIT).
+* ``conformance_profile()``: optional; tells the conformance suite how to run without hardware
+  and how to drive the runtime under the limiter.
 
 Accounting (capacity, exclusivity, split count, all-or-nothing) is the SDK's:
 the adapter never re-implements allocate or release.
@@ -13,10 +15,13 @@ the adapter never re-implements allocate or release.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
 from typing import ClassVar
 
-from hami_conformance import Profile
+from hami_conformance import Profile, WorkloadProgram
 
 from hami_devices import Capability, Device, DeviceInfo, DeviceReadings, Health, Ledger, Probe, VendorAdapter
 from hami_devices.models import NOT_AVAILABLE, DeviceTraits, Interconnect, PartitionProfile
@@ -55,6 +60,14 @@ TRAITS: dict[str, DeviceTraits] = {
 SIMULATED_DEVICES = 4
 """How many devices the suite gets when no driver is installed (conformance_profile)."""
 
+LIBS = "libs"
+"""Where this package's pip install puts its shared libraries (setup.py)."""
+
+
+def library(name: str) -> Path:
+    """A shared library this package built (the limiter shim, the Example Runtime)."""
+    return Path(str(resources.files("hami_example_accel").joinpath(LIBS, name)))
+
 
 class ExampleDevice(Device):
     """One Example Accelerator: readings from the driver, "n/a" for what it cannot measure."""
@@ -76,10 +89,17 @@ class ExampleAdapter(VendorAdapter):
     display_name: ClassVar[str] = "Example Accelerator"
     version: ClassVar[str] = "1.0.0"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.SIMULATED, Capability.PARTITIONS, Capability.TOPOLOGY, Capability.HEALTH_EVENTS}
+        {
+            Capability.SIMULATED,
+            Capability.PARTITIONS,
+            Capability.TOPOLOGY,
+            Capability.HEALTH_EVENTS,
+            Capability.MEMORY_LIMIT,  # proven by the suite with this package's own shim and harness
+        }
     )
     visible_devices_env: ClassVar[tuple[str, ...]] = ("EXAMPLE_VISIBLE_DEVICES",)
-    limiter_shim: ClassVar[str | None] = None  # no limiter shim: MEMORY_LIMIT/COMPUTE_LIMIT are not declared
+    # "package:path": a shim inside this package (built by its pip install), not one of hami-devices'
+    limiter_shim: ClassVar[str | None] = f"hami_example_accel:{LIBS}/libhami_example.so"
 
     # -- hardware back end ---------------------------------------------------------
     def probe(self) -> Probe:
@@ -143,5 +163,11 @@ class ExampleAdapter(VendorAdapter):
 
     # -- conformance -------------------------------------------------------------------------
     def conformance_profile(self) -> Profile:
-        """Without a driver the suite certifies SIMULATED_DEVICES simulated devices."""
-        return Profile(devices=lambda ledger: self._devices(SIMULATED_DEVICES, ledger))
+        """Without a driver the suite certifies SIMULATED_DEVICES simulated devices; the limiter checks
+        run hami_example_accel.workload against the Example Runtime this package built."""
+        workload = WorkloadProgram(
+            argv=(sys.executable, "-m", "hami_example_accel.workload"),
+            env={"HAMI_EXAMPLE_RUNTIME": str(library("libexrt.so"))},
+            compute=False,  # COMPUTE_LIMIT is not declared: the shim does not throttle launches
+        )
+        return Profile(devices=lambda ledger: self._devices(SIMULATED_DEVICES, ledger), workload=workload)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 from importlib.metadata import entry_points
+from pathlib import Path
 
+import hami_example_accel
 import pytest
 from hami_example_accel import ExampleAdapter
 
-from hami_devices import Capability, load_vendors
+from hami_devices import Capability, limiter, load_vendors
 
 
 def _suite_target() -> list[str]:
@@ -28,8 +30,18 @@ def test_the_conformance_suite_certifies_the_adapter(pytester: pytest.Pytester) 
     data = json.loads(report.read_text())
     assert data["certified"], result.stdout.str()[-3000:]
     assert result.ret == 0
+    # certified at every level its capabilities claim, the limiter proven with this package's own shim
+    assert data["full_level"] and data["level"] == "core+isolation+partitions", data["levels"]
+    verdicts = {c["id"]: c["result"] for c in data["checks"]}
+    assert verdicts["limiter.memory-enforced"] == "pass"
     na = {c["id"]: c["reason"] for c in data["checks"] if c["result"] == "n/a"}
     assert all("not declared" in reason for reason in na.values()), na  # declined only through capabilities
+
+
+def test_the_limiter_shim_lives_in_this_package() -> None:
+    shim = limiter.shim_library(ExampleAdapter.limiter_shim or "")
+    package = Path(hami_example_accel.__file__).resolve().parent
+    assert shim.is_file() and shim.is_relative_to(package), shim
 
 
 def test_the_entry_point_loads_when_installed() -> None:

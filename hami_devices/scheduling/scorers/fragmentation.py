@@ -1,41 +1,155 @@
-"""Fragmentation: how much placing the part on a device raises its node's expected fragmentation.
+"""Fragmentation: FGD (USENIX ATC'23) with host memory, stranded share and deliberate tie-breaks.
 
-FGD (USENIX ATC'23) per candidate device: the increase of
-``F_n = sum_m p_m * frag_n(m)`` for the workload mix (see
-``scheduling.fgd``), mapped to 0..100 by a logistic: 50 means no change,
-higher means the placement *reduces* fragmentation (it fills a gap that no
-typical task could use).
+The policy's order of candidates, expressed as one score per device:
+
+1. Each candidate's fragmentation rise for the workload mix (``fragindex``:
+   FGD's exact rise of ``F_n``, where a shape fits a node only with its host
+   CPU *and* memory), mapped to FGD's integer score
+   ``int(100 * sigmoid(-delta / 1000))``.
+2. For a task with devices, the rise of the node's stranded share (idle
+   device thousandths its free CPU and memory can no longer feed at the mix's
+   own ratios) is added, over the candidates whose model is no scarcer (for
+   model-constrained shapes) than the plain FGD winners'; the others are gated
+   below them, so CPU-rich nodes of a model constrained tasks need are not
+   taken for it.
+3. Ties in the integer score, in this order: the device with the node's least
+   exact rise first; the least scarce model; a node already in use before a
+   pristine one; for a sharing task, the least share left on the device; a
+   fixed order of node names.  A task without devices takes the node with the
+   least idle device share, then the least free CPU.
+
+Encoded as ``50 * gate + 0.49 * integer score + 0.4 * tie rank`` (0..100), so
+each key dominates the ones after it.  The mix is the engine's declared mix
+(``Engine(mix=...)``), else the one learned online (``scheduling.mix.OnlineMix``)
+from the requests of the cluster's bookings, in the order they were booked:
+what the cluster has been given to hold so far, and nothing later.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from hami_devices.scheduling import fgd
-from hami_devices.scheduling.fragmentation import DEFAULT_MIX, free_matrix
-from hami_devices.scheduling.scorers.base import FloatArray, ScoreContext, Scorer
+from hami_devices.scheduling.cluster import ClusterState
+from hami_devices.scheduling.fgd import MILLI, WorkloadMix, sigmoid_score
+from hami_devices.scheduling.fragindex import FragmentationIndex
+from hami_devices.scheduling.mix import OnlineMix
+from hami_devices.scheduling.scorers.base import FloatArray, HostContext, IntArray, ScoreContext, Scorer
 
-SCALE_MILLI = 250.0  # a rise of 250 thousandths halves the distance to 0
+GATE = 50.0
+STEP = 0.49
+TIE = 0.4  # < STEP: a tie rank never outweighs one point of the integer score
+
+
+def plain_take(ctx: ScoreContext) -> Any:
+    """Thousandths of a device the part takes on any device row, from the device's facts (the plain share)."""
+    part, c = ctx.part, ctx.cluster
+
+    def take(rows: IntArray) -> IntArray:
+        if part.memory_mib is not None:
+            memory = np.full(rows.size, part.memory_mib, dtype=np.float64)
+        elif part.memory_percent is not None:
+            memory = np.maximum(1, (c.mem_total[rows] * part.memory_percent / 100.0).astype(np.int64))
+        else:
+            memory = c.mem_total[rows].astype(np.float64)
+        share = np.maximum(memory / np.maximum(c.mem_cap[rows], 1), part.cores / 100.0)
+        return np.clip(np.ceil(share * MILLI - 1e-9), 1, MILLI).astype(np.int64)
+
+    return take
+
+
+def tie_rank(keys: list[np.ndarray]) -> FloatArray:
+    """1 for the best by ``keys`` (smaller is better; most significant last, as ``np.lexsort``), falling to 0."""
+    size = keys[0].size
+    out = np.empty(size)
+    if size:
+        out[np.lexsort(keys)] = 1.0 - np.arange(size) / size
+    return out
 
 
 class FragmentationScorer(Scorer):
     name = "fragmentation"
 
+    def __init__(self, online: OnlineMix | None = None) -> None:
+        self.online = online or OnlineMix()
+        self._index: FragmentationIndex | None = None
+        self._learned: set[str] = set()  # bookings the mix has counted
+
+    def learn(self, cluster: ClusterState) -> None:
+        """Count every booking the mix has not seen yet, in the order they were made.
+
+        The mix learns from what the cluster was given to hold, so it is a function of
+        the bookings alone: every engine over the same ledger (``schedule``,
+        ``hd.allocate``, a scheduler restarted from the ledger) plans with the same mix.
+        """
+        fresh = []
+        for booking_id in reversed(cluster.bookings):  # new bookings are the newest keys: stop at a known one
+            if booking_id in self._learned:
+                break
+            fresh.append(cluster.bookings[booking_id])
+        for booking in reversed(fresh):
+            self._learned.add(booking.id)
+            if booking.request is not None:
+                self.online.observe(booking.request)
+        if len(self._learned) > 2 * len(cluster.bookings) + 1024:  # forget ids that were released
+            self._learned &= cluster.bookings.keys()
+
+    def index(self, cluster: ClusterState, declared: WorkloadMix | None = None) -> FragmentationIndex:
+        """The index for this cluster and the mix in use, current."""
+        if self._index is not None and self._index.cluster is not cluster:
+            self._learned.clear()
+        if declared is None:
+            self.learn(cluster)
+        mix = declared or self.online.mix
+        if self._index is None or self._index.cluster is not cluster or self._index.mix is not mix:
+            self._index = FragmentationIndex(cluster, mix)
+        self._index.sync()
+        return self._index
+
     def score(self, ctx: ScoreContext) -> FloatArray:
-        mix = ctx.mix or DEFAULT_MIX
-        c = ctx.cluster
-        nodes, node_pos = np.unique(c.node[ctx.rows], return_inverse=True)
-        free, slot_of = free_matrix(c, nodes)
-        cpu_free = c.node_cpu_free[nodes]
-        shape_ok = np.ones((len(nodes), len(mix)), dtype=bool)
-        t = fgd.terms(free, mix)
-        base = fgd._frag(t.count_ge, t.small, t.total, cpu_free, shape_ok, mix)
-        milli = np.clip(np.ceil(ctx.share * 1000 - 1e-9), 1, 1000).astype(np.int64)
-        slots = slot_of[ctx.rows]
-        delta = np.zeros(ctx.rows.shape)
-        for value in np.unique(milli):
-            pick = milli == value
-            d = fgd.share_deltas(free, cpu_free, shape_ok, t, base, int(value), ctx.request.host_cpu_milli, mix)
-            delta[pick] = d[node_pos[pick], slots[pick]]
-        delta = np.where(np.isfinite(delta), delta, 1000.0 * len(mix))
-        return 100.0 / (1.0 + np.exp(np.clip(delta / SCALE_MILLI, -50, 50)))
+        if ctx.rows.size == 0:
+            return np.zeros(0)
+        idx = self.index(ctx.cluster, ctx.mix)
+        c, rows, part, request = ctx.cluster, ctx.rows, ctx.part, ctx.request
+        cpu, mem = request.host_cpu_milli, request.host_memory_mib
+        nodes = c.node[rows]
+        if part.exclusive:
+            delta = idx.whole_deltas(nodes, part.count, cpu, mem)
+            taken = np.full(rows.size, MILLI * part.count, dtype=np.int64)
+            left = np.zeros(rows.size, dtype=np.int64)
+        else:
+            take = plain_take(ctx)
+            plain = ctx.cores is None and bool(c.plain[rows].all())
+            key = (part.memory_mib, part.memory_percent, part.cores, cpu, mem) if plain else None
+            if plain:
+                delta = idx.share_deltas(rows, take, cpu, mem, key)
+                per_device = take(rows)
+            else:  # the device's rule rounded the part (a partition): its granted share, not cached
+                per_device = np.clip(np.ceil(ctx.share * MILLI - 1e-9), 1, MILLI).astype(np.int64)
+                delta = idx.share_deltas(rows, lambda _: per_device, cpu, mem, None)
+            taken = per_device * part.count
+            left = idx.free[nodes, idx.slot_of[rows]] - per_device
+        first = sigmoid_score(delta)
+        scarcity = idx.scarcity[nodes, idx.slot_of[rows]]
+        gate = scarcity <= scarcity[first == first.max()].min() + 1e-12
+        primary = sigmoid_score(delta + idx.stranding_deltas(nodes, taken, cpu, mem))
+        top = np.flatnonzero(gate & (primary == primary[gate].max()))
+        at = nodes[top]
+        best_rise = np.full(len(c.node_names), np.inf)
+        np.minimum.at(best_rise, at, delta[top])
+        not_best = delta[top] > best_rise[at]
+        keys = [idx.order[at], left[top], idx.pristine(at), scarcity[top], not_best]
+        score = np.asarray(GATE * gate + STEP * primary, dtype=np.float64)
+        score[top] += TIE * tie_rank(keys)
+        return score
+
+    def score_host(self, ctx: HostContext) -> FloatArray | None:
+        idx = self.index(ctx.cluster, ctx.mix)
+        c, nodes, request = ctx.cluster, ctx.nodes, ctx.request
+        delta = idx.whole_deltas(nodes, 0, request.host_cpu_milli, request.host_memory_mib)
+        primary = sigmoid_score(delta)
+        top = np.flatnonzero(primary == primary.max())
+        score = np.asarray(0.99 * primary, dtype=np.float64)
+        score[top] += 0.9 * tie_rank([idx.order[nodes[top]], c.node_cpu_free[nodes[top]], idx.idle(nodes[top])])
+        return score

@@ -51,8 +51,15 @@ def split_partition_uuid(value: str) -> tuple[str, int | None, int | None]:
 class CambriconAdapter(VendorAdapter):
     name: ClassVar[str] = "cambricon"
     display_name: ClassVar[str] = "Cambricon"
+    # sMLU instances are carved to any (quota, memory) shape: dynamic profiles, not only the catalog's
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.SIMULATED, Capability.MEMORY_LIMIT, Capability.PARTITIONS, Capability.TOPOLOGY}
+        {
+            Capability.SIMULATED,
+            Capability.MEMORY_LIMIT,
+            Capability.PARTITIONS,
+            Capability.DYNAMIC_PROFILES,
+            Capability.TOPOLOGY,
+        }
     )
     visible_devices_env: ClassVar[tuple[str, ...]] = ("MLU_VISIBLE_DEVICES", "CAMBRICON_VISIBLE_DEVICES")
     limiter_shim: ClassVar[str | None] = "libhami_cambricon.so"

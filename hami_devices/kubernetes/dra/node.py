@@ -1,0 +1,170 @@
+"""The node side of the driver: prepare and unprepare allocated claims (what a kubelet plugin does).
+
+``prepare`` turns an allocated claim into an allocation in the node's durable ledger
+through ``hd.allocate``: each allocated device becomes a part pinned to that device
+(its uuid; the consumed memory and cores, or the partition profile), so the engine and
+the device's rule re-derive the grant inside the ledger transaction, and the limiter
+region and environment are made exactly as for any allocation.  The allocation's id is
+fixed by the claim's uid, so a retried prepare finds what an earlier attempt committed
+(and rewrites a CDI spec a crash left unwritten); ``unprepare`` releases exactly that
+allocation and tolerates one already gone.
+
+Concurrency: the ledger transaction (SQLite ``BEGIN IMMEDIATE``, plus an in-process lock held
+exactly around it so threads queue without SQLite's sleeping busy handler) is the only lock two
+different claims share.  A per-claim lock only keeps two retries of the *same* claim
+apart; reading the claim, building the request and writing the CDI spec run in
+parallel across claims.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hami_devices.allocation import allocate, release_from
+from hami_devices.device import Device
+from hami_devices.errors import InvalidRequest, UnknownAllocation
+from hami_devices.kubernetes import quantity as q
+from hami_devices.kubernetes.dra import cdi, names
+from hami_devices.kubernetes.dra.claims import Claim, parse_claim
+from hami_devices.ledger import Ledger
+from hami_devices.models import DeviceHandle, RequestPart, ResourceRequest
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the kubelet gets back for a claim: the CDI device ids per allocated device, and the allocation."""
+
+    claim_uid: str
+    handle: DeviceHandle
+    cdi_devices: dict[str, list[str]]  # "request/device" -> fully qualified CDI names
+    spec_path: Path
+
+
+class NodePlugin:
+    """Prepares this node's share of allocated claims against the node's devices and ledger."""
+
+    def __init__(self, node: str, devices: Sequence[Device], ledger: Ledger, cdi_dir: str | Path) -> None:
+        self.node = node
+        self.devices = [d for d in devices if d.info.node == node]
+        if not self.devices:
+            raise InvalidRequest("node", f"no devices on node {node!r}")
+        self.ledger = ledger
+        self.cdi_dir = Path(cdi_dir)
+        self._by_name = {names.device_name(d.info.vendor, d.info.index): d for d in self.devices}
+        self._adapters = {d.info.vendor: d.adapter for d in self.devices}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        # Threads of this process queue for the ledger transaction here instead of in SQLite's busy
+        # handler, whose sleeps (up to 100 ms) dominate under contention; held exactly around it.
+        self._ledger_lock = threading.Lock()
+
+    def _claim_lock(self, uid: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(uid, threading.Lock())
+
+    # ------------------------------------------------------------------ prepare
+    def prepare(self, claim: Claim | Mapping[str, Any]) -> Prepared:
+        if not isinstance(claim, Claim):
+            claim = parse_claim(dict(claim))
+        request, results, devices = self.request_for(claim)
+        handle_id = names.handle_id(claim.uid)
+        with self._claim_lock(claim.uid):
+            handle = self._existing(handle_id)
+            if handle is None:
+                try:
+                    with self._ledger_lock:
+                        handle = allocate(devices, request, handle_id=handle_id)
+                except InvalidRequest as exc:
+                    if exc.field != "handle_id":
+                        raise
+                    handle = self.ledger.get(handle_id)  # another process prepared it meanwhile
+            path = cdi.write_spec(self.cdi_dir, claim.uid, cdi.spec_for(claim.uid, handle))
+        by_uuid_vendor = {g.uuid: g.vendor for g in handle.grants}
+        ids = {
+            f"{r['request']}/{r['device']}": [cdi.qualified(claim.uid, by_uuid_vendor[uuid])]
+            for r, uuid in results
+        }
+        return Prepared(claim.uid, handle, ids, path)
+
+    def _existing(self, handle_id: str) -> DeviceHandle | None:
+        try:
+            return self.ledger.get(handle_id)
+        except UnknownAllocation:
+            return None
+
+    def request_for(self, claim: Claim) -> tuple[ResourceRequest, list[tuple[dict[str, Any], str]], list[Device]]:
+        """One part per allocated device of this node, pinned to it, with what the allocation says it consumes."""
+        allocation = claim.allocation
+        if not allocation:
+            raise InvalidRequest("status.allocation", f"claim {claim.label} is not allocated")
+        results = [
+            r
+            for r in (allocation.get("devices") or {}).get("results") or []
+            if r.get("driver") == names.DRIVER and r.get("pool") == self.node
+        ]
+        if not results:
+            raise InvalidRequest("status.allocation.devices.results",
+                                 f"claim {claim.label} has no device of {names.DRIVER} on node {self.node}")
+        parts: list[RequestPart] = []
+        pinned: list[tuple[dict[str, Any], str]] = []
+        used: dict[str, Device] = {}
+        for i, r in enumerate(results):
+            where = f"status.allocation.devices.results[{i}]"
+            device = self._device_for(str(r["device"]), where)
+            used[device.uuid] = device
+            pinned.append((r, device.uuid))
+            partition = self._partition_of(str(r["device"]), device)
+            if partition is not None:
+                parts.append(RequestPart(name=r["request"], uuids=[device.uuid], partition=partition))
+                continue
+            consumed = r.get("consumedCapacity") or {}
+            memory = consumed.get("memory")
+            cores = q.to_int(consumed.get("cores", "100"), f"{where}.consumedCapacity.cores")
+            part = RequestPart(
+                name=r["request"],
+                uuids=[device.uuid],
+                cores=min(cores, 100),
+                **({"memory_mib": q.to_mib(memory, f"{where}.consumedCapacity.memory")} if memory else
+                   {"memory_percent": 100.0}),
+            )
+            parts.append(part)
+        request = ResourceRequest(name=claim.label, parts=parts, labels={f"{names.DRIVER}/claim-uid": claim.uid})
+        return request, pinned, list(used.values())
+
+    def _device_for(self, name: str, where: str) -> Device:
+        device = self._by_name.get(name)
+        if device is not None:
+            return device
+        parent = next((d for n, d in self._by_name.items() if name.startswith(n + "-")), None)
+        if parent is None:
+            raise InvalidRequest(f"{where}.device", f"{name!r} is not a device of node {self.node}")
+        return parent
+
+    def _partition_of(self, name: str, device: Device) -> str | None:
+        parent = names.device_name(device.info.vendor, device.info.index)
+        if name == parent:
+            return None
+        for profile in device.info.partitions:
+            prefix = names.label(f"{parent}-{profile.name}") + "-"
+            if name.startswith(prefix) and name[len(prefix):].isdigit():
+                return profile.name
+        raise InvalidRequest("device", f"{name!r} names no partition profile of {parent}")
+
+    # ------------------------------------------------------------------ unprepare
+    def unprepare(self, claim_uid: str) -> bool:
+        """Release the claim's allocation and remove its CDI spec; False when there was nothing left to release."""
+        with self._claim_lock(claim_uid):
+            try:
+                with self._ledger_lock:
+                    release_from(self.ledger, names.handle_id(claim_uid), self._adapters)
+                released = True
+            except UnknownAllocation:
+                released = False
+            cdi.remove_spec(self.cdi_dir, claim_uid)
+        with self._locks_guard:
+            self._locks.pop(claim_uid, None)
+        return released

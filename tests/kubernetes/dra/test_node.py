@@ -1,0 +1,134 @@
+"""Prepare/unprepare on a node: the durable ledger and the limiter region are the facts checked."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import hami_devices as hd
+from hami_devices.config import HamiConfig
+from hami_devices.kubernetes.dra import cdi, names
+from hami_devices.kubernetes.dra.allocator import DraAllocator
+from hami_devices.kubernetes.dra.node import NodePlugin
+from hami_devices.limiter import Region
+from hami_devices.registry import VendorRegistry
+
+from .conftest import DRA, INVENTORY, claim, exactly
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> hd.SqliteLedger:
+    return hd.SqliteLedger(tmp_path / "ledger.db")
+
+
+def _plugin(node: str, ledger: hd.Ledger, tmp_path: Path, config: HamiConfig, registry: VendorRegistry) -> NodePlugin:
+    devices = hd.discover(INVENTORY, config=config, ledger=ledger, registry=registry)
+    return NodePlugin(node, devices, ledger, tmp_path / "cdi")
+
+
+def test_prepare_writes_ledger_and_cdi_and_unprepare_releases_exactly(
+    allocator: DraAllocator, ledger: hd.SqliteLedger, tmp_path: Path, config: HamiConfig, registry: VendorRegistry
+) -> None:
+    allocated = allocator.allocated(yaml.safe_load((DRA / "mixed-tier-claim.yaml").read_text()))
+    plugin = _plugin("tiers-a", ledger, tmp_path, config, registry)
+    prepared = plugin.prepare(allocated)
+    uid = allocated["metadata"]["uid"]
+    [handle] = ledger.handles()
+    assert handle.id == names.handle_id(uid) == prepared.handle.id
+    consumed = [(r["consumedCapacity"]["memory"], r["consumedCapacity"]["cores"])
+                for r in allocated["status"]["allocation"]["devices"]["results"]]
+    assert [(f"{g.memory_mib}Mi", str(g.cores)) for g in handle.grants] == consumed
+    spec = json.loads(prepared.spec_path.read_text())
+    assert spec["cdiVersion"] == cdi.CDI_VERSION and spec["kind"] == "hami-devices.io/claim"
+    [device] = spec["devices"]
+    env = dict(e.split("=", 1) for e in device["containerEdits"]["env"])
+    assert env == handle.env_for("tiers-a", "nvidia")
+    assert env["CUDA_VISIBLE_DEVICES"].count(",") == 2 and env["LD_PRELOAD"].endswith("libhami_cuda.so")
+    region = Region.open(Path(env["HAMI_REGION_PATH"]))  # the limiter region the workload will use
+    try:
+        limits = [(r.memory_limit_bytes // (1024 * 1024), r.core_limit_pct) for r in region.device_usage()]
+        assert limits == [(4096, 30), (12288, 50), (40960, 60)]
+    finally:
+        region.close()
+    assert {m["hostPath"] for m in device["containerEdits"]["mounts"]} == {env["HAMI_REGION_PATH"], env["LD_PRELOAD"]}
+    assert set(prepared.cdi_devices) == {"t4/gpu-0", "a30/gpu-2", "h100/gpu-4"}
+
+    assert plugin.unprepare(uid) is True
+    assert ledger.handles() == [] and not prepared.spec_path.exists()
+    assert not Path(env["HAMI_REGION_PATH"]).exists()
+    assert plugin.unprepare(uid) is False  # kubelet retries an unprepare: nothing left, no error
+
+
+def test_retries_are_idempotent(allocator: DraAllocator, ledger: hd.SqliteLedger, tmp_path: Path,
+                                config: HamiConfig, registry: VendorRegistry) -> None:
+    allocated = allocator.allocated(claim("retry", [exactly("g", memory="2Gi", cores="10")]))
+    plugin = _plugin(allocated["status"]["allocation"]["devices"]["results"][0]["pool"], ledger, tmp_path, config,
+                     registry)
+    first = plugin.prepare(allocated)
+    first.spec_path.unlink()  # a crash between the ledger commit and the spec write
+    second = plugin.prepare(allocated)
+    assert second.handle == first.handle and second.spec_path.exists()
+    assert len(ledger.handles()) == 1
+    other = _plugin(plugin.node, ledger, tmp_path, config, registry)  # a restarted plugin process
+    assert other.prepare(allocated).handle == first.handle and len(ledger.handles()) == 1
+
+
+def test_partitions_prepare_as_partitions(allocator: DraAllocator, ledger: hd.SqliteLedger, tmp_path: Path,
+                                          config: HamiConfig, registry: VendorRegistry) -> None:
+    allocated = allocator.allocated(claim("vnpu", [exactly("n", "vnpu.hami-devices.io", selectors=(
+        'device.attributes["hami-devices.io"].partition == "vir10_3c_32g"',))]))
+    prepared = _plugin("ascend-b", ledger, tmp_path, config, registry).prepare(allocated)
+    [grant] = prepared.handle.grants
+    assert grant.partition == "vir10_3c_32g" and grant.memory_mib == 32768
+    env = prepared.handle.env_for("ascend-b", "ascend")
+    assert env["ASCEND_VNPU_SPECS"] == "vir10_3c_32g"
+
+
+def test_many_claims_prepare_at_once_safely(allocator: DraAllocator, ledger: hd.SqliteLedger, tmp_path: Path,
+                                            config: HamiConfig, registry: VendorRegistry) -> None:
+    claims: list[dict[str, Any]] = []
+    for i in range(24):  # 24 shares of 3 GiB over the A30s and H100s of one node
+        claims.append(allocator.allocated(claim(f"c{i}", [exactly("g", memory="3Gi", cores="4", selectors=(
+            'device.attributes["hami-devices.io"].model in ["A30", "H100"]',))])))
+    assert {c["status"]["allocation"]["devices"]["results"][0]["pool"] for c in claims} == {"tiers-a"}
+    plugin = _plugin("tiers-a", ledger, tmp_path, config, registry)
+    errors: list[BaseException] = []
+
+    def work(c: dict[str, Any]) -> None:
+        try:
+            plugin.prepare(c)
+            plugin.prepare(c)  # a retry racing the others
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in claims]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    handles = ledger.handles()
+    assert len(handles) == 24 and {h.id for h in handles} == {names.handle_id(c["metadata"]["uid"]) for c in claims}
+    devices = {d.uuid: d for d in hd.discover(INVENTORY, config=config, ledger=ledger, registry=registry)}
+    for uuid in {g.uuid for h in handles for g in h.grants}:
+        used = devices[uuid].usage()
+        assert used.memory_mib <= devices[uuid].info.memory_mib and used.cores <= 100
+    threads = [threading.Thread(target=plugin.unprepare, args=(c["metadata"]["uid"],)) for c in claims]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert ledger.handles() == [] and not list((tmp_path / "cdi").glob("*.json"))
+
+
+def test_a_claim_for_another_node_is_refused(allocator: DraAllocator, ledger: hd.SqliteLedger, tmp_path: Path,
+                                             config: HamiConfig, registry: VendorRegistry) -> None:
+    allocated = allocator.allocated(yaml.safe_load((DRA / "mixed-tier-claim.yaml").read_text()))
+    with pytest.raises(hd.InvalidRequest, match=r"no device of hami-devices\.io on node edge-mlu"):
+        _plugin("edge-mlu", ledger, tmp_path, config, registry).prepare(allocated)
+    assert ledger.handles() == []

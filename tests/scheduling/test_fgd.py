@@ -1,0 +1,116 @@
+"""FGD's math on heterogeneous slots, the fragmentation index, and the online workload mix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hami_devices.errors import InvalidConfig
+from hami_devices.models import ResourceRequest
+from hami_devices.scheduling import fgd
+from hami_devices.scheduling.engine import Engine
+from hami_devices.scheduling.fragindex import FragmentationIndex
+from hami_devices.scheduling.fragmentation import fragmentation
+from hami_devices.scheduling.mix import OnlineMix, declared_mix, shapes_of
+
+from .conftest import ClusterFactory
+
+NEVER = fgd.NEVER
+
+
+def _need(mix: fgd.WorkloadMix, mem_cap: list[int]) -> np.ndarray:
+    caps = np.array([mem_cap], dtype=np.int64)
+    return np.stack([s.need_on(caps) for s in mix.shapes], axis=-1)
+
+
+def test_host_memory_counts_as_fragmentation() -> None:
+    mix = fgd.WorkloadMix((fgd.Shape(1000, 1000, 1, None, 1.0, mem_mib=4096),))
+    free = np.array([[1000, 1000]], dtype=np.int64)
+    t = fgd.terms(free, _need(mix, [16_000, 16_000]))
+    cpu = np.array([8000], dtype=np.int64)
+    assert fgd.frag(t.count_ge, t.small, t.total, cpu, np.array([8192]), mix).tolist() == [0.0]
+    # With 2 GiB of host memory left no shape fits: both idle GPUs are fragmented.
+    assert fgd.frag(t.count_ge, t.small, t.total, cpu, np.array([2048]), mix).tolist() == [2000.0]
+    # Taking one GPU with a task that leaves too little memory strands the other one.
+    base = fgd.frag(t.count_ge, t.small, t.total, cpu, np.array([6144]), mix)
+    need = _need(mix, [16_000, 16_000])
+    delta = fgd.whole_deltas(free, need, t, base, 1, cpu, np.array([6144]), 1000, 4096, mix)
+    assert delta.tolist() == [1000.0]
+
+
+def test_a_shape_given_in_mib_needs_a_different_share_of_each_device() -> None:
+    shape = fgd.Shape(0, 100, 1, gpu_mem_mib=8_000)  # 8 GB and 10% of the cores
+    assert shape.need_on(np.array([16_000, 80_000, 4_000])).tolist() == [500, 100, 1000]
+
+
+def test_a_slot_a_shape_does_not_accept_is_fragmented_for_it() -> None:
+    mix = fgd.WorkloadMix((fgd.Shape(0, 500, 1, None, 1.0),))
+    free = np.array([[1000, 800]], dtype=np.int64)
+    need = np.array([[[500], [NEVER]]], dtype=np.int64)  # the second slot's model is not accepted
+    t = fgd.terms(free, need)
+    assert (t.count_ge.tolist(), t.small.tolist()) == ([[1]], [[800]])
+    cpu, mem = np.array([1000]), np.array([1000])
+    assert fgd.frag(t.count_ge, t.small, t.total, cpu, mem, mix).tolist() == [800.0]
+    # Half of the accepted slot goes: the shape still fits there, and nothing new is fragmented.
+    take = np.array([[500, 0]])
+    base = fgd.frag(t.count_ge, t.small, t.total, cpu, mem, mix)
+    assert fgd.share_deltas(free, need, t, base, take, cpu, mem, 0, 0, mix).tolist() == [[0.0, 0.0]]
+
+
+def test_the_index_follows_the_cluster_and_counts_stranded_share(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(("a", "nvidia", "A100-80GB", 2), cpu=10_000, mem=1 << 30)
+    # The mix asks 10 cores per whole GPU: 10 cores feed one of the two idle GPUs.
+    mix = fgd.WorkloadMix((fgd.Shape(10_000, 1000, 1, None, 1.0, mem_mib=64),), cpu_only_all_idle=True)
+    index = FragmentationIndex(cluster, mix)
+    index.sync()
+    node = np.array([cluster.node_row("a")])
+    assert index.terms.total[node].tolist() == [2000]
+    assert index.stranding_deltas(node, 0, 0, 0).tolist() == [0.0]
+    idle, cpu, mem = index.terms.total[node], cluster.node_cpu_free[node], cluster.node_mem_free[node]
+    assert index._stranded(idle, cpu, mem).tolist() == [1000.0]
+    # A 500-milli task taking 8 cores leaves 1500 idle milli with 2 cores: 1300 stranded, 300 more.
+    assert index.stranding_deltas(node, 500, 8_000, 0).tolist() == [300.0]
+    Engine(cluster).schedule(ResourceRequest.single(memory_percent=50, cores=50))
+    index.sync()  # only the moved node is recomputed
+    assert index.terms.total[node].tolist() == [1500]
+    assert 0.0 < fragmentation(cluster, mix) <= 1.0
+
+
+def test_the_online_mix_converges_to_a_stationary_stream(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    truth = {(4000, 500): 0.6, (8000, 1000): 0.3, (2000, 250): 0.1}
+    kinds = list(truth)
+    learner = OnlineMix()
+    assert {s.gpu_milli for s in learner.mix.shapes} >= {100, 1000}  # the neutral prior at first
+    for _ in range(6000):
+        cpu, milli = kinds[int(rng.choice(3, p=list(truth.values())))]
+        learner.observe(ResourceRequest.single(host_cpu_milli=cpu, memory_percent=milli / 10, cores=milli // 10))
+    got = {(s.cpu_milli, s.gpu_milli): float(w) for s, w in zip(learner.mix.shapes, learner.mix.weight, strict=True)}
+    assert set(got) == set(truth)  # the prior has decayed out of the 95% the mix keeps
+    for key, p in truth.items():
+        assert abs(got[key] - p) < 0.03
+    path = tmp_path / "mix.json"
+    learner.save(path)
+    again = OnlineMix.load(path)
+    now = learner.derive()
+    assert [(s.cpu_milli, s.gpu_milli, s.mem_mib) for s in again.mix.shapes] == [
+        (s.cpu_milli, s.gpu_milli, s.mem_mib) for s in now.shapes
+    ]
+    assert np.allclose(again.mix.weight, now.weight)
+    assert again.seen == 6000
+
+
+def test_request_shapes_and_declared_mixes() -> None:
+    (host,) = shapes_of(ResourceRequest(host_cpu_milli=2000, host_memory_mib=512))
+    assert (host.num_gpu, host.gpu_milli, host.cpu_milli, host.mem_mib) == (0, 0, 2000, 512)
+    (mib,) = shapes_of(ResourceRequest.single(memory_mib=4096, cores=20, models=["T4"]))
+    assert (mib.gpu_milli, mib.gpu_mem_mib, mib.models) == (200, 4096, frozenset({"T4"}))
+    mix = declared_mix([{"gpu_milli": 500, "num_gpu": 1, "weight": 3}, {"cpu_milli": 1000, "weight": 1}])
+    assert mix.weight.tolist() == [0.75, 0.25]
+    with pytest.raises(InvalidConfig) as info:
+        declared_mix([{"gpu_milli": "half"}])
+    assert info.value.field == "workload-mix.shapes.0"
+    with pytest.raises(InvalidConfig):
+        OnlineMix.load(Path("/nonexistent/mix.json"))
