@@ -31,9 +31,9 @@ class GrantRow:
 
     uuid: str
     labels: Labels
-    info_labels: Labels
-    memory_bytes: float
-    cores_ratio: float
+    info: tuple[Labels, float]  # the static samples, built once: info, memory limit, cores limit
+    limit: tuple[Labels, float]
+    cores: tuple[Labels, float]
 
 
 Rows = dict[str, list[GrantRow]]  # allocation id -> its grants' rows
@@ -111,7 +111,8 @@ def grant_rows(handle: DeviceHandle, known: dict[str, Labels]) -> list[GrantRow]
     for grant in handle.grants:
         labels = (*_grant_facts(grant, known), handle.id, *identity)
         info = (*labels, grant.partition or "", "true" if grant.exclusive else "false")
-        rows.append(GrantRow(grant.uuid, labels, info, float(grant.memory_mib * MIB), grant.cores / 100.0))
+        limit = (labels, float(grant.memory_mib * MIB))
+        rows.append(GrantRow(grant.uuid, labels, (info, 1.0), limit, (labels, grant.cores / 100.0)))
     return rows
 
 
@@ -135,16 +136,16 @@ def _allocations(
         rows = seen.get(handle.id) or grant_rows(handle, known)
         keep[handle.id] = rows
         for row in rows:
-            labels = row.labels
-            info.append((row.info_labels, 1.0))
-            limit.append((labels, row.memory_bytes))
-            cores.append((labels, row.cores_ratio))
+            info.append(row.info)
+            limit.append(row.limit)
+            cores.append(row.cores)
             found = live.get((handle.id, row.uuid))
             if found is None:
                 continue  # no region here (another node, isolation off) or the limiter collector is down
-            used.append((labels, float(found.memory_used_bytes)))
-            peak.append((labels, float(found.memory_peak_bytes)))
-            procs.append((labels, float(sum(1 for p in found.processes if p.alive))))
+            labels = row.labels
+            used.append((labels, found.memory_used_bytes))
+            peak.append((labels, found.memory_peak_bytes))
+            procs.append((labels, len([p for p in found.processes if p.alive])))
             if found.utilization_ratio is not None:
                 util.append((labels, found.utilization_ratio))
 
