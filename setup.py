@@ -50,6 +50,6 @@ class BuildExtWithNative(build_ext):
 
 
 setup(
-    cffi_modules=["native/core/cffi_build.py:ffibuilder"],
+    cffi_modules=["native/core/cffi_build.py:ffibuilder", "native/scheduling/fgd_build.py:ffibuilder"],
     cmdclass={"build_ext": BuildExtWithNative},
 )

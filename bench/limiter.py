@@ -7,10 +7,17 @@ alloc_free_overhead_ns  added per cuMemAlloc_v2+cuMemFree_v2 pair by the shim (m
 launch_overhead_ns      added per cuLaunchKernel by the shim with no compute limit
 over_limit_bytes_max    worst excess over the limit in an 8-process x 4-thread alloc/free storm, by the
                         region's high-water mark and by the fake driver's own count of bytes held
+over_limit_bytes_max_mixed  the same storm with VMM (create, map, release; unmap later), cuMemAllocAsync
+                        and an explicit memory pool mixed in, freed in stream order with occasional syncs
+reclaim_latency_ms      SIGKILL of a process holding memory -> its bytes given back by a reclaim scan
+                        (median and max over repetitions; the scan polls in a loop, yielding the CPU)
+readmit_latency_ms      SIGKILL of the holder -> a workload spinning on cuMemAlloc is admitted
 compute_error_points    worst |measured - target| utilization for limits 10/30/50/80 over 5 s windows
-compute_error_points_nvml  the same, with the shim measuring through NVML (the fake libnvidia-ml's
+                        (the test build of the shim, reading device time from the fake runtime's state)
+compute_error_points_nvml  the same with the shipped shim measuring through NVML (the fake libnvidia-ml's
                         per-process samples, HAMI_UTILIZATION_SOURCE=nvml) as on a real host
-Targets: launch <= 50 ns, alloc+free <= 1000 ns, over-limit 0, compute error <= 5.
+Targets: launch <= 20 ns, alloc+free <= 300 ns, over-limit 0 (both storms), reclaim <= 5 ms,
+compute error <= 5.
 
 Overheads are medians over interleaved repetitions (with and without the shim alternate, so drift
 on a busy machine hits both).  The test driver is tests/limiter/progs/cuda_driver.c.
@@ -36,6 +43,9 @@ from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot, fake_li
 
 MIB = 1 << 20
 TARGETS = (10, 30, 50, 80)
+# The test build of the CUDA shim (native/testhooks): it can read device time from the fake runtime's
+# state.  Only the compute figure without NVML uses it; everything else measures the shipped shim.
+HOOK_SHIM = "hooks/libhami_cuda.so"
 
 
 def build_driver(tmp: Path) -> Path:
@@ -85,29 +95,81 @@ def overheads(exe: Path, tmp: Path, reps: int, n: int) -> tuple[float, float, di
     return med["alloc_shim"] - med["alloc_plain"], med["launch_shim"] - med["launch_plain"], med
 
 
-def storm(exe: Path, tmp: Path, iters: int) -> tuple[int, int]:
+def storm(exe: Path, tmp: Path, iters: int, mode: str = "") -> tuple[int, int, int]:
+    """Worst bytes over the limit, allocations admitted, allocations refused."""
     limit = 32 * MIB
-    region_path = tmp / "storm.region"
+    name = f"storm{mode}"
+    region_path = tmp / f"{name}.region"
     Region.create(region_path, [DeviceLimit(limit, 0)]).close()
     env = dict(
-        base_env(tmp, "storm"), LD_PRELOAD=str(shim_library("libhami_cuda.so")), HAMI_REGION_PATH=str(region_path)
+        base_env(tmp, name), LD_PRELOAD=str(shim_library("libhami_cuda.so")), HAMI_REGION_PATH=str(region_path)
     )
     procs = [
         subprocess.Popen(
-            [str(exe), "storm", "4", str(iters), str(8 * MIB), str(seed)], env=env, stdout=subprocess.PIPE, text=True
+            [str(exe), "storm", "4", str(iters), str(8 * MIB), str(seed), *([mode] if mode else [])],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for seed in range(8)
     ]
-    refused = 0
+    admitted = refused = 0
     for proc in procs:
         out, _ = proc.communicate()
         if proc.returncode != 0:
             raise SystemExit(f"storm process failed with {proc.returncode}")
-        refused += int(dict(p.split("=") for p in out.split())["oom"])
+        counts = dict(p.split("=") for p in out.split())
+        admitted, refused = admitted + int(counts["ok"]), refused + int(counts["oom"])
     with Region.open(region_path) as region:
         peak = region.device_usage()[0].memory_peak_bytes
-    fake_peak = fake_gpu_snapshot(tmp / "storm.state")[0].peak_used_bytes
-    return max(0, peak - limit, fake_peak - limit), refused
+    fake_peak = fake_gpu_snapshot(tmp / f"{name}.state")[0].peak_used_bytes
+    return max(0, peak - limit, fake_peak - limit), admitted, refused
+
+
+def _holder(exe: Path, env: dict[str, str], nbytes: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([str(exe), "hold", str(nbytes)], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "READY rc=0":
+        raise SystemExit("holder was not admitted")
+    return proc
+
+
+def reclaim(exe: Path, tmp: Path, reps: int) -> tuple[list[float], list[float]]:
+    """Milliseconds from SIGKILL of a holder to (a) a reclaim scan giving its bytes back, (b) a spinning
+    workload being admitted to them."""
+    limit = 64 * MIB
+    region_path = tmp / "reclaim.region"
+    Region.create(region_path, [DeviceLimit(limit, 0)]).close()
+    env = dict(
+        base_env(tmp, "reclaim"), LD_PRELOAD=str(shim_library("libhami_cuda.so")), HAMI_REGION_PATH=str(region_path)
+    )
+    scans, admissions = [], []
+    with Region.open(region_path) as region:
+        for _ in range(reps):
+            holder = _holder(exe, env, 48 * MIB)
+            t0 = time.perf_counter()
+            holder.kill()
+            while region.device_usage()[0].memory_used_bytes:
+                region.reclaim_dead()
+                os.sched_yield()  # polling, not starving the dying process of the CPU it needs to exit
+            scans.append((time.perf_counter() - t0) * 1e3)
+            holder.wait()
+        for _ in range(reps):
+            holder = _holder(exe, env, 48 * MIB)
+            cmd = [str(exe), "waitalloc", str(32 * MIB)]
+            waiter = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+            assert waiter.stdout is not None
+            if not waiter.stdout.readline().startswith("WAITING"):
+                raise SystemExit("the waiting workload was admitted while the holder lived")
+            time.sleep(0.005)
+            t0 = time.monotonic_ns()
+            holder.kill()
+            admitted = int(waiter.stdout.readline().split()[1])
+            admissions.append((admitted - t0) / 1e6)
+            waiter.wait()
+            holder.wait()
+            region.reclaim_dead()
+    return scans, admissions
 
 
 def nvml_env(tmp: Path) -> dict[str, str]:
@@ -127,10 +189,11 @@ def compute(exe: Path, tmp: Path, window: float, nvml: bool = False) -> dict[int
     warmup = 1.0
     loads = {}
     tag = "n" if nvml else "c"
+    shim = shim_library("libhami_cuda.so") if nvml else fake_library(HOOK_SHIM)
     for target in TARGETS:
         env = dict(
             base_env(tmp, f"{tag}{target}"),
-            LD_PRELOAD=str(shim_library("libhami_cuda.so")),
+            LD_PRELOAD=str(shim),
             HAMI_DEVICE_CORE_LIMIT=str(target),
             HAMI_REGION_PATH=str(tmp / f"{tag}{target}.region"),
         )
@@ -158,23 +221,31 @@ def main() -> None:
         tmp = Path(name)
         exe = build_driver(tmp)
         alloc_ns, launch_ns, medians = overheads(exe, tmp, reps=3 if args.quick else 7, n=200_000)
-        over, refused = storm(exe, tmp, iters=5_000 if args.quick else 20_000)
+        over, admitted, refused = storm(exe, tmp, iters=5_000 if args.quick else 20_000)
+        over_mixed, admitted_mixed, refused_mixed = storm(exe, tmp, iters=5_000 if args.quick else 20_000, mode="mixed")
+        scans, admissions = reclaim(exe, tmp, reps=10 if args.quick else 30)
         util = compute(exe, tmp, window=2.0 if args.quick else 5.0)
         util_nvml = compute(exe, tmp, window=2.0 if args.quick else 5.0, nvml=True)
     result = {
         "alloc_free_overhead_ns": round(max(alloc_ns, 0.0), 1),
         "launch_overhead_ns": round(max(launch_ns, 0.0), 1),
         "over_limit_bytes_max": over,
+        "over_limit_bytes_max_mixed": over_mixed,
+        "reclaim_latency_ms": {"median": round(statistics.median(scans), 3), "max": round(max(scans), 3)},
+        "readmit_latency_ms": {"median": round(statistics.median(admissions), 3), "max": round(max(admissions), 3)},
         "compute_error_points": round(max(abs(util[t] - t) for t in TARGETS), 2),
         "compute_utilization_pct": {str(t): round(u, 2) for t, u in util.items()},
         "compute_error_points_nvml": round(max(abs(util_nvml[t] - t) for t in TARGETS), 2),
         "compute_utilization_pct_nvml": {str(t): round(u, 2) for t, u in util_nvml.items()},
-        "storm_refusals": refused,
+        "storm_admitted_refused": [admitted, refused],
+        "storm_mixed_admitted_refused": [admitted_mixed, refused_mixed],
         "raw_medians_ns": {k: round(v, 1) for k, v in medians.items()},
         "targets": {
-            "launch_overhead_ns": 50,
-            "alloc_free_overhead_ns": 1000,
+            "launch_overhead_ns": 20,
+            "alloc_free_overhead_ns": 300,
             "over_limit_bytes_max": 0,
+            "over_limit_bytes_max_mixed": 0,
+            "reclaim_latency_ms": 5,
             "compute_error_points": 5,
             "compute_error_points_nvml": 5,
         },

@@ -1,41 +1,48 @@
-"""Scoring-engine speed: decisions/s and p50/p99 latency of one placement decision.
+"""Scoring-engine speed: p50/p99 latency of one placement decision, per policy, at fixed fill levels.
 
-Synthetic heterogeneous clusters of 100, 1,000 and 5,000 nodes with 8 devices
+Clusters: synthetic heterogeneous ones of ``--nodes`` nodes with 8 devices
 each (NVIDIA T4/L4/A100/H100, Ascend 910B3, Cambricon MLU370-X8; NVLink-style
-pairs inside a node), and a seeded random stream of requests of every task
-type (mostly fractional single-device shares, some whole and 2/4-device
-parts).  Each decision is timed alone (``Engine.place``); the placement is
-then booked, and the oldest bookings are forgotten to hold the cluster near
-60% full, so the engine always sees a live, partly used cluster.
+pairs inside a node) fed a seeded random stream of every task type (mostly
+fractional shares, some whole and 2/4-device parts), and the openb cluster
+(1,213 nodes, 6,212 GPUs) fed the openb ``default`` tasks.  For each policy
+and fill level (30, 60, 90 % of device memory granted), the cluster is first
+filled by the policy itself, then each decision (``Engine.try_place``, what a
+scheduler loop calls) is timed alone, booked, and the oldest bookings are
+forgotten to hold device memory at the level.  A scaling run times
+fragmentation-aware at 60 % on 100 .. 5,000 synthetic nodes.
 
-    python bench/scoring.py [--nodes 100,1000,5000] [--decisions 2000] [--policy binpack] [--no-tune-allocator]
+    python bench/scoring.py [--nodes 1000] [--policy P ...] [--levels 30,60,90] [--decisions 500]
+                            [--openb DIR | --no-openb] [--scaling 100,1000,5000] [--no-tune-allocator]
 
 By default the process first raises glibc's mmap/trim thresholds
 (``hami_devices.scheduling.allocator.tune_allocator``), as a long-running
-scheduler would: at 5,000 nodes the decision's temporary arrays are otherwise
-returned to the kernel and faulted back in on every decision.
-``--no-tune-allocator`` measures without it.
+scheduler would.  ``--no-tune-allocator`` measures without it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-from hami_devices.errors import InsufficientResources
-from hami_devices.models import DeviceInfo, RequestPart, ResourceRequest, TaskType
-from hami_devices.scheduling.allocator import tune_allocator
-from hami_devices.scheduling.cluster import ClusterState
-from hami_devices.scheduling.engine import Engine
-from hami_devices.traits import lookup
+from hami_devices.models import DeviceInfo, RequestPart, ResourceRequest, TaskType  # noqa: E402
+from hami_devices.scheduling.allocator import tune_allocator  # noqa: E402
+from hami_devices.scheduling.cluster import ClusterState  # noqa: E402
+from hami_devices.scheduling.engine import Engine  # noqa: E402
+from hami_devices.scheduling.policies import BUILTIN  # noqa: E402
+from hami_devices.simulate.openb import inventory_from_trace, request_for  # noqa: E402
+from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
+from hami_devices.traits import lookup  # noqa: E402
 
 MODELS = [
     ("nvidia", "T4"),
@@ -100,44 +107,77 @@ def random_request(rng: np.random.Generator, i: int) -> ResourceRequest:
     )
 
 
-def run(nodes: int, per_node: int, decisions: int, policy: str, seed: int) -> dict[str, float | int]:
-    rng = np.random.default_rng(seed)
-    cluster = build_cluster(nodes, per_node, rng)
+def _memory_used(cluster: ClusterState) -> float:
+    live = cluster.live_rows()
+    return float(cluster.mem_used[live].sum()) / max(float(cluster.mem_cap[live].sum()), 1.0)
+
+
+def measure(
+    cluster: ClusterState, stream: Iterator[ResourceRequest], policy: str, level: float, decisions: int
+) -> dict[str, float | int]:
+    """Fill to ``level`` of device memory with the policy, then time ``decisions`` decisions holding it."""
     engine = Engine(cluster, policy)
-    requests = [random_request(rng, i) for i in range(decisions + 50)]
     live: deque[str] = deque()
-    budget = int(0.6 * nodes * per_node)
+    misses = 0
+    while _memory_used(cluster) < level and misses < 200:  # fill; stop when the stream no longer fits
+        placement = engine.try_place(next(stream))
+        if placement is None:
+            misses += 1
+            continue
+        misses = 0
+        live.append(engine.book(placement).id)
     times = []
-    for i, request in enumerate(requests):
+    refused = 0
+    for _ in range(decisions):
+        request = next(stream)
         t0 = time.perf_counter()
-        try:
-            placement = engine.place(request)
-        except InsufficientResources:
-            placement = None
-        dt = time.perf_counter() - t0
-        if i >= 50:  # warm-up: plugin loading, first allocations
-            times.append(dt)
-        if placement is not None:
+        placement = engine.try_place(request)
+        times.append(time.perf_counter() - t0)
+        if placement is None:
+            refused += 1
+        else:
             live.append(engine.book(placement).id)
-        while len(live) > budget:
+        while live and _memory_used(cluster) > level:
             cluster.forget(live.popleft())
     arr = np.array(times) * 1000
     return {
-        "nodes": nodes,
-        "devices": nodes * per_node,
+        "policy": policy,
+        "level_pct": round(100 * level),
+        "memory_used_pct": round(100 * _memory_used(cluster), 1),
+        "devices": int(cluster.live_rows().size),
         "decisions": len(times),
-        "decisions_per_s": round(len(times) / (arr.sum() / 1000), 1),
+        "refused": refused,
         "p50_ms": round(float(np.percentile(arr, 50)), 3),
         "p99_ms": round(float(np.percentile(arr, 99)), 3),
+        "decisions_per_s": round(len(times) / max(float(arr.sum()) / 1000, 1e-9), 1),
     }
+
+
+def synthetic_stream(seed: int) -> Iterator[ResourceRequest]:
+    rng = np.random.default_rng(seed)
+    for i in itertools.count():
+        yield random_request(rng, i)
+
+
+def openb_stream(traces: Path, seed: int) -> Iterator[ResourceRequest]:
+    pods = load_pods(traces / "openb_pod_list_default.csv")
+    requests = [request_for(pods, i) for i in range(len(pods))]
+    rng = np.random.default_rng(seed)
+    while True:
+        for i in rng.permutation(len(requests)):
+            yield requests[int(i)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default="100,1000,5000")
+    parser.add_argument("--nodes", default="1000", help="synthetic cluster sizes, comma-separated")
     parser.add_argument("--devices-per-node", type=int, default=8)
-    parser.add_argument("--decisions", type=int, default=2000)
-    parser.add_argument("--policy", default="binpack")
+    parser.add_argument("--policy", action="append", dest="policies", help="default: every built-in policy")
+    parser.add_argument("--levels", default="30,60,90", help="device memory fill levels, percent")
+    parser.add_argument("--decisions", type=int, default=500, help="timed decisions per policy and level")
+    parser.add_argument("--openb", type=Path, default=REPO.parent / "shared" / "data" / "openb")
+    parser.add_argument("--no-openb", action="store_true")
+    parser.add_argument("--scaling", default="100,1000,5000", help="fragmentation-aware at 60%% on these sizes")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--tune-allocator",
@@ -147,10 +187,53 @@ def main() -> None:
     )
     args = parser.parse_args()
     tuned = tune_allocator() if args.tune_allocator else False
-    results = [
-        run(int(n), args.devices_per_node, args.decisions, args.policy, args.seed) for n in args.nodes.split(",")
-    ]
-    print(json.dumps({"policy": args.policy, "allocator_tuned": tuned, "results": results}))
+    policies = args.policies or list(BUILTIN)
+    levels = [int(x) / 100 for x in args.levels.split(",")]
+    clusters: list[tuple[str, Callable[[], ClusterState], Callable[[], Iterator[ResourceRequest]]]] = []
+    for n in (int(x) for x in args.nodes.split(",") if x):
+        rng_seed = args.seed + n
+        clusters.append(
+            (
+                f"synthetic-{n}x{args.devices_per_node}",
+                lambda n=n, s=rng_seed: build_cluster(n, args.devices_per_node, np.random.default_rng(s)),
+                lambda s=rng_seed: synthetic_stream(s),
+            )
+        )
+    if not args.no_openb and (args.openb / "openb_node_list_gpu_node.csv").exists():
+        nodes = load_nodes(args.openb / "openb_node_list_gpu_node.csv")
+        clusters.append(
+            (
+                "openb-1213",
+                lambda: ClusterState.from_inventory(inventory_from_trace(nodes)),
+                lambda: openb_stream(args.openb, args.seed),
+            )
+        )
+    results = []
+    for name, make, stream in clusters:
+        for policy in policies:
+            for level in levels:
+                row = measure(make(), stream(), policy, level, args.decisions)
+                results.append({"cluster": name, **row})
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    scaling = []
+    for n in (int(x) for x in args.scaling.split(",") if x):
+        cluster = build_cluster(n, args.devices_per_node, np.random.default_rng(args.seed + n))
+        row = measure(cluster, synthetic_stream(args.seed + n), "fragmentation-aware", 0.6, args.decisions)
+        scaling.append({"nodes": n, **row})
+        print(json.dumps(scaling[-1]), file=sys.stderr, flush=True)
+    frag = {r["cluster"]: r["p50_ms"] for r in results if r["policy"] == "fragmentation-aware"}
+    print(
+        json.dumps(
+            {
+                "allocator_tuned": tuned,
+                "results": results,
+                "scaling_fragmentation_aware_60pct": scaling,
+                "targets": {
+                    "fragmentation_aware_p50_at_most_1ms": {c: bool(v <= 1.0) for c, v in frag.items()},
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ __all__ = [
     "FakeDeviceSnapshot",
     "ProcessRecord",
     "Region",
+    "check_region_dir",
     "core_sources",
     "fake_gpu_snapshot",
     "fake_library",
@@ -119,11 +121,13 @@ class DeviceUsageRecord:
 class ProcessRecord:
     """Memory one process holds on one device of a region."""
 
-    pid: int
+    pid: int  # in the process's own PID namespace (a container's first process is 1)
     start_time: int  # /proc/<pid>/stat field 22: tells a reused pid from the original process
     device: int
     memory_used_bytes: int
-    alive: bool
+    alive: bool  # its liveness lock is held (valid across PID namespaces), or /proc shows it running
+    pid_namespace: int = 0  # inode of its /proc/self/ns/pid; 0 when unknown
+    host_pid: int = 0  # its pid as the /proc it saw numbers it (the host's pid when it shared the host's /proc)
 
 
 class Region:
@@ -151,7 +155,7 @@ class Region:
         native = _native()
         ffi, lib = native.ffi, native.lib
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         mem = ffi.new("uint64_t[]", [limit.memory_limit_bytes for limit in limits] or [0])
         core = ffi.new("uint32_t[]", [limit.core_limit_pct for limit in limits] or [0])
         out = ffi.new("hami_region **")
@@ -224,6 +228,8 @@ class Region:
                 device=device,
                 memory_used_bytes=int(infos[i].used[device]),
                 alive=bool(infos[i].alive),
+                pid_namespace=int(infos[i].pidns),
+                host_pid=int(infos[i].host_pid),
             )
             for i in range(count)
             for device in range(devices)
@@ -270,7 +276,10 @@ def parse_bytes(text: str) -> int:
 
 
 def region_dir() -> Path:
-    """Folder for region files: ``$HAMI_REGION_DIR``, else a private per-user runtime folder (created)."""
+    """Folder for region files: ``$HAMI_REGION_DIR``, else a private per-user runtime folder (created 0700).
+
+    Raises ``LimiterError`` when the folder is not safe to keep regions in (see ``check_region_dir``).
+    """
     explicit = os.environ.get("HAMI_REGION_DIR")
     if explicit:
         folder = Path(explicit)
@@ -278,8 +287,33 @@ def region_dir() -> Path:
         folder = Path(os.environ["XDG_RUNTIME_DIR"]) / "hami-devices" / "regions"
     else:
         folder = Path(tempfile.gettempdir()) / f"hami-devices-{os.getuid()}" / "regions"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # mkdir(parents=True) gives the parents the umask's permissions, not `mode`: make the one we own 0700 too.
+    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.mkdir(exist_ok=True, mode=0o700)
+    check_region_dir(folder)
     return folder
+
+
+def check_region_dir(folder: Path) -> None:
+    """A region folder must be a real folder of this user (or root) that nobody else can write to.
+
+    Anyone who can write there could put a file of their own -- or a link -- where a region is about to
+    be created, and so choose a workload's limits.  Its parent must not let others replace it either
+    (unless it is sticky, like /tmp).
+    """
+    try:
+        st = folder.lstat()
+        parent = folder.parent.stat()
+    except OSError as exc:
+        raise LimiterError(f"region folder {folder}: {exc.strerror}") from exc
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise LimiterError(f"region folder {folder} is not a folder (a symbolic link or a file)")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise LimiterError(f"region folder {folder} is owned by uid {st.st_uid}, not by this user or root")
+    if st.st_mode & stat.S_IWOTH:
+        raise LimiterError(f"region folder {folder} is writable by others (mode {stat.S_IMODE(st.st_mode):04o})")
+    if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
+        raise LimiterError(f"the parent of region folder {folder} is writable by others and not sticky")
 
 
 def _installed(path: Path, what: str) -> Path:

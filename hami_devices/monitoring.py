@@ -26,6 +26,9 @@ def _region_usage(handle: DeviceHandle, device: Device) -> tuple[MetricValue, Me
 
     try:
         with limiter.Region.open(path) as region:
+            # A process that is gone holds no device memory: give its reservation back before reading,
+            # so usage never counts the dead (the shims do it too, but only when they next allocate).
+            region.reclaim_dead()
             records = [r for r in region.device_usage() if r.device == slot]
             processes = [p for p in region.process_usage() if p.device == slot and p.alive]
     except (LimiterError, OSError):

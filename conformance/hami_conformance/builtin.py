@@ -16,6 +16,7 @@ needs the fake's timed kernels).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -85,6 +86,11 @@ def builtin_workload(adapter: VendorAdapter, hardware: bool, fake: bool = False)
         "HAMI_FAKE_GPU_STATE": f"{TMP}/fake-gpu.state",
         "HAMI_FAKE_MEMORY_MIB": str(FAKE_MEMORY_MIB),
     }
+    if library == "libcuda.so.1":
+        # The CUDA shim measures compute through NVML, as on a host: the fake NVML, which describes the
+        # fake-GPU state, is found first by soname.
+        nvml = limiter.fake_library("nvml/libnvidia-ml.so.1").parent
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(nvml), os.environ.get("LD_LIBRARY_PATH")) if p)
     return WorkloadProgram(argv=argv, env=env)
 
 

@@ -17,6 +17,7 @@ VERB_MODULES = (
     "allocate",
     "release",
     "monitor",
+    "allocations",
     "schedule",
     "simulate",
     "config",

@@ -3,24 +3,35 @@
 The index lays each node's devices out in slots (``[N, G]``: G is the largest
 node's device count), holds each slot's free share, each shape's need on
 each slot (``[N, G, S]``), and FGD's partial sums per node.  After a decision
-only the nodes whose ``ClusterState.node_version`` moved are recomputed; the
-deltas of a task shape are cached per node and recomputed only where a node
-moved since that shape was last scored.  The layout is rebuilt when devices
-come or go, everything when the mix changes.
+only the nodes whose ``ClusterState.node_version`` moved are recomputed.  The
+rise of F_n for each candidate is computed by a small native kernel
+(``native/scheduling/fgd.c``, the arithmetic of ``fgd.frag`` per device and
+shape, held identical to the numpy formulas by tests): one pass over
+candidates x shapes, no per-decision temporaries.  The layout is rebuilt when
+devices come or go, everything when the mix changes.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable
+from typing import Any
 
 import numpy as np
 
+from hami_devices._fgd import ffi as _ffi
+from hami_devices._fgd import lib as _lib
+from hami_devices.errors import InvalidConfig
 from hami_devices.scheduling import fgd
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.fgd import MILLI, NEVER, BoolArray, FloatArray, IntArray
 
-MAX_CACHED_SHAPES = 4096
+
+def _int64(array: Any) -> Any:
+    return _ffi.cast("int64_t *", _ffi.from_buffer(array))
+
+
+def _float64(array: Any) -> Any:
+    return _ffi.cast("double *", _ffi.from_buffer(array))
 
 
 def name_order(names: list[str]) -> FloatArray:
@@ -36,7 +47,8 @@ class FragmentationIndex:
         self.cluster = cluster
         self.mix = mix
         self._layout: tuple[int, int] = (-1, -1)
-        self._caches: dict[Hashable, tuple[FloatArray, IntArray]] = {}
+        if len(mix) > _lib.HAMI_FGD_MAX_SHAPES:
+            raise InvalidConfig("workload-mix", f"{len(mix)} shapes; at most {_lib.HAMI_FGD_MAX_SHAPES}")
 
     # ------------------------------------------------------------------ state
     def sync(self) -> None:
@@ -79,6 +91,10 @@ class FragmentationIndex:
             accept[:, :, s] = ok
             need[:, :, s] = np.where(ok, shape.need_on(mem_cap), NEVER)
         self.need = need
+        # A slot's needs follow from its model (acceptance) and memory capacity: slots alike in both
+        # share a class id, so the kernel computes alike devices of a node once.
+        _, classes = np.unique((model + 1) * (1 << 40) + mem_cap, return_inverse=True)
+        self.need_class = np.ascontiguousarray(classes.reshape(n, width), dtype=np.int64)
         # How scarce each slot's model is for model-constrained shapes: sum of p_s / slots accepting s.
         constrained = np.array([s.models is not None and s.num_gpu > 0 for s in shapes], dtype=bool)
         if constrained.any():
@@ -100,9 +116,9 @@ class FragmentationIndex:
             np.zeros(per_shape, dtype=np.int64), np.zeros(per_shape, dtype=np.int64), np.zeros(n, np.int64)
         )
         self.seen = c.node_version.copy()
-        self._caches.clear()
         self._layout = (c.layout_version, n)
         self._recompute(np.arange(n))
+        self._st = self._state()
 
     def _recompute(self, nodes: IntArray) -> None:
         c = self.cluster
@@ -125,89 +141,41 @@ class FragmentationIndex:
         return fgd.FragTerms(t.count_ge[nodes], t.small[nodes], t.total[nodes])
 
     # ------------------------------------------------------------------ deltas
-    def _cached(
-        self, key: Hashable, nodes: IntArray, width: int, compute: Callable[[IntArray], FloatArray]
-    ) -> FloatArray:
-        """Per-node values (``width`` columns, 0 for one) covering ``nodes`` (repeats allowed), recomputed
-        where a node moved since they were computed."""
+    def _state(self) -> Any:
+        """The native kernel's view of the index (pointers into the arrays; rebuilt with the layout)."""
         c = self.cluster
-        n = len(c.node_names)
-        entry = self._caches.get(key)
-        if entry is None:
-            if len(self._caches) >= MAX_CACHED_SHAPES:
-                self._caches.clear()
-            shape = (n, width) if width else (n,)
-            entry = (np.zeros(shape), np.full(n, -1, dtype=np.int64))
-            self._caches[key] = entry
-        values, versions = entry
-        stale = versions[nodes] != c.node_version[nodes]
-        if stale.any():
-            todo = np.unique(nodes[stale])
-            values[todo] = compute(todo)
-            versions[todo] = c.node_version[todo]
-        return values
+        st = _ffi.new("hami_fgd_state *")
+        keep = [self.need, self.free, self.terms.count_ge, self.terms.small, self.terms.total, c.node_cpu_free,
+                c.node_mem_free, self.base, self.mix.cpu, self.mix.mem, self.mix.num, self.mix.weight,
+                self.need_class]
+        st.slots, st.shapes = self.slots.shape[1], len(self.mix)
+        st.need, st.free, st.count_ge, st.small, st.total = (_int64(a) for a in keep[:5])
+        st.cpu_free, st.mem_free = _int64(keep[5]), _int64(keep[6])
+        st.base = _float64(keep[7])
+        st.shape_cpu, st.shape_mem, st.shape_num = (_int64(a) for a in keep[8:11])
+        st.weight = _float64(keep[11])
+        st.need_class = _int64(keep[12])
+        st.check_memory = 1
+        st.cpu_only_all_idle = int(self.mix.cpu_only_all_idle)
+        self._keep = keep  # the struct points into these: they must outlive it
+        return st
 
-    def share_deltas(
-        self, rows: IntArray, take: Callable[[IntArray], IntArray], cpu: int, mem: int, key: Hashable | None
-    ) -> FloatArray:
-        """The rise of F_n when each device of ``rows`` gives ``take(rows)`` thousandths (in the order of rows).
-
-        With ``key`` (the task's shape, when ``take`` depends only on each device's
-        facts) the deltas of every slot of a node are cached until the node moves.
-        """
+    def share_deltas(self, rows: IntArray, take: IntArray, cpu: int, mem: int) -> FloatArray:
+        """The rise of F_n when each device of ``rows`` gives ``take`` thousandths (inf where it can't)."""
         c = self.cluster
-        node = c.node[rows]
-        slot = self.slot_of[rows]
-        if key is None:
-            nodes, where = np.unique(node, return_inverse=True)
-            take_slots = np.zeros((nodes.size, self.slots.shape[1]), dtype=np.int64)
-            take_slots[where, slot] = take(rows)
-            return self._share(nodes, take_slots, cpu, mem)[where, slot]
-
-        def compute(todo: IntArray) -> FloatArray:
-            slots = self.slots[todo]
-            present = self.present[todo]
-            take_slots = np.zeros(slots.shape, dtype=np.int64)
-            take_slots[present] = take(slots[present])
-            return self._share(todo, take_slots, cpu, mem)
-
-        values = self._cached(("share", key), node, self.slots.shape[1], compute)
-        return values[node, slot]
-
-    def _share(self, nodes: IntArray, take: IntArray, cpu: int, mem: int) -> FloatArray:
-        c = self.cluster
-        return fgd.share_deltas(
-            self.free[nodes],
-            self.need[nodes],
-            self._sub_terms(nodes),
-            self.base[nodes],
-            take,
-            c.node_cpu_free[nodes],
-            c.node_mem_free[nodes],
-            cpu,
-            mem,
-            self.mix,
-        )
+        node = np.ascontiguousarray(c.node[rows], dtype=np.int64)
+        slot = np.ascontiguousarray(self.slot_of[rows], dtype=np.int64)
+        take = np.ascontiguousarray(take, dtype=np.int64)
+        out = np.empty(rows.size)
+        _lib.hami_fgd_share(self._st, rows.size, _int64(node), _int64(slot), _int64(take), cpu, mem, _float64(out))
+        return out
 
     def whole_deltas(self, nodes: IntArray, count: int, cpu: int, mem: int) -> FloatArray:
         """The rise of F_n per node of ``nodes`` when ``count`` whole free devices (0: none) and the host share go."""
-        c = self.cluster
-
-        def compute(todo: IntArray) -> FloatArray:
-            return fgd.whole_deltas(
-                self.free[todo],
-                self.need[todo],
-                self._sub_terms(todo),
-                self.base[todo],
-                count,
-                c.node_cpu_free[todo],
-                c.node_mem_free[todo],
-                cpu,
-                mem,
-                self.mix,
-            )
-
-        return self._cached(("whole", count, cpu, mem), nodes, 0, compute)[nodes]
+        nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+        out = np.empty(nodes.size)
+        _lib.hami_fgd_whole(self._st, nodes.size, _int64(nodes), count, cpu, mem, _float64(out))
+        return out
 
     # ------------------------------------------------------------------ node facts
     def stranding_deltas(self, nodes: IntArray, gpu_milli: IntArray | int, cpu: int, mem: int) -> FloatArray:

@@ -7,6 +7,9 @@ requests, so the mix follows a drifting workload.  It starts from a neutral
 prior (a spread of fractional and whole-device tasks with no CPU or memory)
 that counts as ``prior_weight`` requests and decays like them.
 
+The mix keeps the most frequent shapes covering 95 % of the weight, at most
+``max_shapes`` of them (FGD's "typical" tasks; a very diverse workload is
+planned for by its most frequent shapes, which bounds each decision's cost).
 The mix a policy plans with is re-derived after 1, 2, 4, ... requests up to
 ``refresh`` and then every ``refresh`` requests, not on every request, and
 kept when the new one is within 0.05 of it in total variation distance:
@@ -93,12 +96,14 @@ class OnlineMix:
         prior_weight: float = 16.0,
         refresh: int = 1024,
         coverage: float = 0.95,
+        max_shapes: int = 48,
     ) -> None:
         if half_life <= 0 or refresh < 1 or not 0 < coverage <= 1:
             raise InvalidConfig("workload-mix", "half-life > 0, refresh >= 1 and 0 < coverage <= 1 are required")
         self.half_life = half_life
         self.refresh = refresh
         self.coverage = coverage
+        self.max_shapes = max_shapes
         self.prior = prior
         self.seen = 0
         self._growth = 2.0 ** (1.0 / half_life)
@@ -156,7 +161,7 @@ class OnlineMix:
         prior_total = sum(s.weight for s in self.prior) or 1.0
         weighted += [(s, self._prior_weight * s.weight / prior_total) for s in self.prior]
         typical = WorkloadMix.typical(weighted, self.coverage)
-        return WorkloadMix(typical.shapes, cpu_only_all_idle=True)
+        return WorkloadMix(typical.shapes[: self.max_shapes], cpu_only_all_idle=True)
 
     # -- persistence ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

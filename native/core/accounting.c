@@ -19,19 +19,55 @@ static void free_slot_locked(hami_region *r, hami_region_proc *p) {
         STORE(dev->memory_used, LOAD(dev->memory_used) >= b ? LOAD(dev->memory_used) - b : 0);
         p->used[d] = 0;
     }
+    int slot = (int)(p - r->shm->proc);
+    if (slot == r->self_slot) {
+        hami_slot_lock_drop(r->fd, slot);
+        r->self_slot = -1;
+    }
     p->start_time = 0;
+    p->pidns = 0;
+    p->host_pid = 0;
+    p->flags = 0;
     STORE(p->pid, 0);
 }
 
-/* Thorough: a slot is dead unless /proc shows its pid running with the same
- * start time (catches zombies and reused pids; one /proc read per slot).
- * Quick: only pids that no longer exist (one kill(pid, 0) per slot). */
+/* Whether the process of a slot is alive, as seen from this handle.
+ *
+ * A slot with a liveness lock is alive while its lock is held: valid from any
+ * PID namespace.  Once the lock is free the process has closed the region (it
+ * died, or exec'd): a process of this handle's own namespace is still waited
+ * for until /proc shows it gone or a zombie (the driver frees its memory only
+ * then); one of another namespace cannot be looked up and is dead.  A slot
+ * without a lock (an anonymous region shared across fork, or a filesystem
+ * without OFD locks) is judged by /proc, and only within one namespace: from
+ * another one a pid names some other process, so the slot is kept.
+ * `thorough` = 0 replaces the /proc read by kill(pid, 0), which misses zombies
+ * and reused pids but costs one system call. */
+static int slot_alive(const hami_region *r, int slot, int thorough) {
+    const hami_region_proc *p = &r->shm->proc[slot];
+    int32_t pid = LOAD(p->pid);
+    if (pid == 0) return 0;
+    if (slot == r->self_slot) return 1;
+    int same_ns = p->pidns == r->pidns || p->pidns == 0 || r->pidns == 0;
+    if ((p->flags & HAMI_PROC_LOCKED) && r->fd >= 0) {
+        int held = hami_slot_lock_held(r->fd, slot);
+        if (held != 0) return 1; /* held, or cannot tell: never take a live process's memory */
+        if (!same_ns) return 0;
+        return hami_proc_alive(pid, p->start_time);
+    }
+    if (!same_ns) return 1;
+    if (!thorough) return !(kill(pid, 0) != 0 && errno == ESRCH);
+    return hami_proc_alive(pid, p->start_time);
+}
+
+/* Thorough: /proc reads for slots without a lock (catches zombies and reused
+ * pids).  Quick: kill(pid, 0) for those.  Locked slots cost one fcntl either way. */
 static int reclaim_scan_locked(hami_region *r, int thorough) {
     int n = 0;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
         hami_region_proc *p = &r->shm->proc[i];
         if (p->pid == 0) continue;
-        int dead = thorough ? !hami_proc_alive(p->pid, p->start_time) : (kill(p->pid, 0) != 0 && errno == ESRCH);
+        int dead = !slot_alive(r, i, thorough);
         if (dead) {
             free_slot_locked(r, p);
             n++;
@@ -94,31 +130,75 @@ int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uin
     return HAMI_OK;
 }
 
-int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time) {
-    if (hami_region_lock(r) != HAMI_OK) return -HAMI_E_LOCK;
+/* A slot this identity may take over: the same process registering again
+ * (after exec its old image's memory is gone), or a dead holder of its pid.
+ * A live process with the same pid number -- another container's pid 1, or a
+ * start time that differs -- is never touched. */
+static int stale_self_locked(hami_region *r, int i, const hami_proc_identity *id) {
+    hami_region_proc *p = &r->shm->proc[i];
+    if (p->pid != id->pid || p->pidns != id->pidns) return 0;
+    if (p->start_time == id->start_time && id->start_time != 0) return 1;
+    return !slot_alive(r, i, 1);
+}
+
+static int register_locked(hami_region *r, const hami_proc_identity *id, int with_lock) {
     /* A process that exited holding memory keeps its slot until it is dead
      * (hami_region_leave); a newcomer gives such slots back, so that it sees
      * the memory they held as free from its first cuMemGetInfo. */
-    reclaim_locked(r);
+    reclaim_scan_locked(r, 1);
     int slot = -1;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS && slot < 0; i++) {
-        hami_region_proc *p = &r->shm->proc[i];
-        if (p->pid == pid) {
-            /* Same pid: either this process after exec() (same start time; the
-             * old image's device memory died with it) or a reused pid. Both
-             * start from zero. */
-            free_slot_locked(r, p);
+        if (r->shm->proc[i].pid != 0 && stale_self_locked(r, i, id)) {
+            free_slot_locked(r, &r->shm->proc[i]);
             slot = i;
         }
     }
-    for (int i = 0; i < HAMI_REGION_MAX_PROCS && slot < 0; i++)
-        if (r->shm->proc[i].pid == 0) slot = i;
+    /* The slot taken over first, then any free one.  A free slot whose lock
+     * byte is still held belongs to a process that left it idle and has not
+     * closed the file yet: skipped, or its lock would vouch for us. */
+    int preferred = slot, locked = 0;
+    slot = -1;
+    for (int k = -1; k < HAMI_REGION_MAX_PROCS && slot < 0; k++) {
+        int i = k < 0 ? preferred : k;
+        if (i < 0 || r->shm->proc[i].pid != 0) continue;
+        if (with_lock && r->fd >= 0) {
+            int rc = hami_slot_lock_take(r->fd, i);
+            if (rc == 1) continue;
+            locked = rc == 0;
+        }
+        slot = i;
+    }
     if (slot >= 0) {
         hami_region_proc *p = &r->shm->proc[slot];
         memset(p->used, 0, sizeof p->used);
-        p->start_time = start_time;
-        STORE(p->pid, pid);
+        p->start_time = id->start_time;
+        p->pidns = id->pidns;
+        p->host_pid = id->host_pid;
+        p->flags = locked ? HAMI_PROC_LOCKED : 0;
+        STORE(p->pid, id->pid);
+        if (with_lock) r->self_slot = slot;
     }
+    return slot;
+}
+
+int hami_region_register_self(hami_region *r) {
+    hami_proc_identity id;
+    (void)hami_proc_self(&id); /* start time 0 when /proc is unreadable: then only a lock can vouch */
+    if (hami_region_lock(r) != HAMI_OK) return -HAMI_E_LOCK;
+    if (r->self_slot >= 0) { /* already registered through this handle */
+        int slot = r->self_slot;
+        hami_region_unlock(r);
+        return slot;
+    }
+    int slot = register_locked(r, &id, 1);
+    hami_region_unlock(r);
+    return slot >= 0 ? slot : -HAMI_E_NOSLOT;
+}
+
+int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time) {
+    hami_proc_identity id = {.pid = pid, .host_pid = pid, .start_time = start_time, .pidns = hami_proc_pidns()};
+    if (hami_region_lock(r) != HAMI_OK) return -HAMI_E_LOCK;
+    int slot = register_locked(r, &id, 0);
     hami_region_unlock(r);
     return slot >= 0 ? slot : -HAMI_E_NOSLOT;
 }
@@ -198,8 +278,11 @@ int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max) {
         if (pid == 0) continue;
         out[n].pid = pid;
         out[n].start_time = p->start_time;
+        out[n].pidns = p->pidns;
+        out[n].host_pid = p->host_pid;
+        out[n].locked = (p->flags & HAMI_PROC_LOCKED) != 0;
         for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++) out[n].used[d] = LOAD(p->used[d]);
-        out[n].alive = hami_proc_alive(pid, out[n].start_time);
+        out[n].alive = slot_alive(r, i, 1);
         n++;
     }
     return n;

@@ -20,7 +20,7 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-CORE_SOURCES = ["region.c", "accounting.c", "procinfo.c", "throttle.c", "envcfg.c"]
+CORE_SOURCES = ["region.c", "accounting.c", "procinfo.c", "slotlock.c", "throttle.c", "envcfg.c"]
 
 
 def _rel(path: Path) -> str:
@@ -43,6 +43,7 @@ CDEF = """
 #define HAMI_E_IO ...
 #define HAMI_E_LOCK ...
 #define HAMI_E_EXISTS ...
+#define HAMI_E_PERM ...
 #define HAMI_CREATE_REPLACE ...
 #define HAMI_CREATE_OR_OPEN ...
 
@@ -62,6 +63,9 @@ typedef struct hami_proc_info {
     int32_t pid;
     int32_t alive;
     uint64_t start_time;
+    uint64_t pidns;
+    int32_t host_pid;
+    int32_t locked;
     uint64_t used[16];
 } hami_proc_info;
 
@@ -72,6 +76,7 @@ int hami_region_open(const char *path, hami_region **out, char *err, size_t errl
 void hami_region_close(hami_region *r);
 int hami_region_device_count(const hami_region *r);
 int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uint32_t core_limit);
+int hami_region_register_self(hami_region *r);
 int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
 void hami_region_unregister(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
@@ -79,8 +84,10 @@ void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);
 int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
 int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);
-int hami_region_debug_hold_lock(hami_region *r, unsigned milliseconds);
+int hami_region_lock(hami_region *r);
+void hami_region_unlock(hami_region *r);
 uint64_t hami_proc_start_time(int32_t pid);
+uint64_t hami_proc_pidns(void);
 int hami_parse_bytes(const char *text, uint64_t *out);
 """
 

@@ -1,11 +1,13 @@
 /* Process identity: a pid alone is reused by the kernel, so slots also record
- * the start time from /proc/<pid>/stat (field 22, clock ticks since boot). */
+ * the start time from /proc/<pid>/stat (field 22, clock ticks since boot) and
+ * the PID namespace the pid is numbered in. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -13,10 +15,8 @@
 
 /* 1: *out holds the start time; 0: no such process, or a zombie (it holds no
  * device memory); -1: cannot tell (out of file descriptors or memory, ...). */
-static int read_start_time(int32_t pid, uint64_t *out) {
-    if (pid <= 0) return 0;
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+static int read_stat_start(const char *path, uint64_t *out) {
+    char buf[1024];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
     ssize_t n = read(fd, buf, sizeof buf - 1);
@@ -40,6 +40,43 @@ static int read_start_time(int32_t pid, uint64_t *out) {
     uint64_t v = strtoull(tok, NULL, 10);
     *out = v ? v : 1; /* 0 means "no such process"; a start at tick 0 is not distinguishable otherwise */
     return 1;
+}
+
+static int read_start_time(int32_t pid, uint64_t *out) {
+    if (pid <= 0) return 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    return read_stat_start(path, out);
+}
+
+uint64_t hami_proc_pidns(void) {
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* The first NSpid entry: the pid as the namespace of the /proc mount numbers it
+ * (the host's pid when a container shares the host's /proc, else its own). */
+static int32_t read_nspid(void) {
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *line = strstr(buf, "\nNSpid:");
+    return line ? (int32_t)strtol(line + 7, NULL, 10) : 0;
+}
+
+int hami_proc_self(hami_proc_identity *out) {
+    /* /proc/self, never /proc/<getpid()>: inside a PID namespace that shares
+     * the host's /proc, getpid() numbers a different (host) process there. */
+    memset(out, 0, sizeof *out);
+    out->pid = (int32_t)getpid();
+    out->pidns = hami_proc_pidns();
+    out->host_pid = read_nspid();
+    if (out->host_pid <= 0) out->host_pid = out->pid;
+    return read_stat_start("/proc/self/stat", &out->start_time) == 1 ? 0 : -1;
 }
 
 uint64_t hami_proc_start_time(int32_t pid) {

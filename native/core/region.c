@@ -1,12 +1,14 @@
-/* Region file lifecycle: create, open + validate, map, and the robust lock. */
+/* Region file lifecycle: create, open + check + validate, map, and the robust lock. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,6 +108,71 @@ int hami_region_validate(const hami_region_shm *shm, size_t file_size, char *err
     return HAMI_OK;
 }
 
+/* A process's descriptors are closed in ascending order when it dies.  The
+ * region's descriptor carries the liveness lock, so it should close after the
+ * driver's (which free the device memory): move it high, where it is closed last. */
+static int keep_high(int fd) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 128) return fd;
+    rlim_t want = rl.rlim_cur == RLIM_INFINITY ? 1024 : rl.rlim_cur / 2;
+    int floor = want > 1024 ? 1024 : (int)want;
+    if (fd >= floor) return fd;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+    if (high < 0) return fd;
+    close(fd);
+    return high;
+}
+
+int hami_region_check_file(int fd, const char *path, char *err, size_t errlen) {
+    /* A region decides how much device memory a workload may take: one that
+     * somebody else could write, or a link to somebody else's file, is not
+     * trusted.  Root's files are accepted: a node agent usually runs as root. */
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        set_err(err, errlen, "fstat %s: %s", path, strerror(errno));
+        return HAMI_E_IO;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, "%s is not a regular file", path);
+        return HAMI_E_PERM;
+    }
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        set_err(err, errlen, "%s is owned by uid %u, not by this user (uid %u) or root", path, (unsigned)st.st_uid,
+                (unsigned)geteuid());
+        return HAMI_E_PERM;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        set_err(err, errlen, "%s is writable by group or others (mode %04o; want 0600)", path,
+                (unsigned)(st.st_mode & 07777));
+        return HAMI_E_PERM;
+    }
+    return HAMI_OK;
+}
+
+int hami_region_check_dir(const char *path, char *err, size_t errlen) {
+    /* In a folder others can write to, they could put their own file (or a
+     * link) where the region is expected before it is created. */
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        set_err(err, errlen, "folder %s of region %s: %s", dir, path, strerror(errno));
+        return HAMI_E_IO;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, "%s (folder of region %s) is not a folder", dir, path);
+        return HAMI_E_PERM;
+    }
+    if (st.st_mode & S_IWOTH) {
+        set_err(err, errlen, "folder %s of region %s is writable by others (mode %04o)", dir, path,
+                (unsigned)(st.st_mode & 07777));
+        return HAMI_E_PERM;
+    }
+    return HAMI_OK;
+}
+
+/* Maps the region open on fd; on success the handle owns fd (closed by hami_region_close). */
 static int map_fd(int fd, hami_region **out, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -144,19 +211,43 @@ static int map_fd(int fd, hami_region **out, char *err, size_t errlen) {
     r->shm = shm;
     r->device_count = (int32_t)shm->hdr.device_count;
     r->owns_mapping = 1;
+    r->fd = keep_high(fd);
+    r->self_slot = -1;
+    r->pidns = hami_proc_pidns();
     *out = r;
     return HAMI_OK;
 }
 
 int hami_region_open(const char *path, hami_region **out, char *err, size_t errlen) {
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
-        set_err(err, errlen, "cannot open region %s: %s", path, strerror(errno));
+        int e = errno;
+        if (e == ELOOP) {
+            set_err(err, errlen, "region %s is a symbolic link (refused)", path);
+            return HAMI_E_PERM;
+        }
+        set_err(err, errlen, "cannot open region %s: %s", path, strerror(e));
         return HAMI_E_IO;
     }
-    int rc = map_fd(fd, out, err, errlen);
-    close(fd);
+    int rc = hami_region_check_file(fd, path, err, errlen);
+    if (rc == HAMI_OK) rc = map_fd(fd, out, err, errlen);
+    if (rc != HAMI_OK) close(fd);
     return rc;
+}
+
+void hami_region_after_fork_child(hami_region *r) {
+    if (!r) return;
+    r->self_slot = -1;
+    r->pidns = hami_proc_pidns(); /* a parent that unshared its PID namespace forks into the new one */
+    if (r->fd < 0) return;
+    /* Re-opening through /proc gives a new open file description of the same
+     * inode; the inherited one (with the parent's lock) is dropped here, so the
+     * parent's death is seen even while this child lives. */
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", r->fd);
+    int fresh = open(self, O_RDWR | O_CLOEXEC);
+    close(r->fd);
+    r->fd = fresh >= 0 ? keep_high(fresh) : -1;
 }
 
 int hami_region_create(const char *path, int device_count, const uint64_t *memory_limits,
@@ -175,14 +266,17 @@ int hami_region_create(const char *path, int device_count, const uint64_t *memor
     /* Write the complete file under a private name, then publish it in one
      * step: link() when an existing file must win, rename() when replacing.
      * No process can map a half-written region. */
+    int checked = hami_region_check_dir(path, err, errlen);
+    if (checked != HAMI_OK) return checked;
     char tmp[4096];
     static unsigned counter;
     snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         set_err(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
         return HAMI_E_IO;
     }
+    (void)fchmod(fd, 0600); /* exactly 0600, whatever the umask */
     hami_region_shm *img = calloc(1, sizeof *img);
     int rc = HAMI_E_IO;
     if (!img || fill_region(img, device_count, memory_limits, core_limits) != 0) {
@@ -210,8 +304,11 @@ int hami_region_create(const char *path, int device_count, const uint64_t *memor
             }
         }
     }
-    if (rc == HAMI_OK) rc = map_fd(fd, out, err, errlen);
-    close(fd);
+    if (rc == HAMI_OK) {
+        rc = map_fd(fd, out, err, errlen);
+        if (rc == HAMI_OK) fd = -1; /* owned by the region now */
+    }
+    if (fd >= 0) close(fd);
     unlink(tmp); /* after rename this fails harmlessly; after link it drops the private name */
     if (rc == HAMI_E_EXISTS && (flags & HAMI_CREATE_OR_OPEN)) return hami_region_open(path, out, err, errlen);
     return rc;
@@ -234,6 +331,9 @@ int hami_region_anonymous(int device_count, const uint64_t *memory_limits, const
     r->shm = p;
     r->device_count = device_count;
     r->owns_mapping = 1;
+    r->fd = -1;
+    r->self_slot = -1;
+    r->pidns = hami_proc_pidns();
     *out = r;
     return HAMI_OK;
 }
@@ -241,6 +341,7 @@ int hami_region_anonymous(int device_count, const uint64_t *memory_limits, const
 void hami_region_close(hami_region *r) {
     if (!r) return;
     if (r->owns_mapping && r->shm) munmap(r->shm, sizeof(hami_region_shm));
+    if (r->fd >= 0) close(r->fd);
     free(r);
 }
 
@@ -257,14 +358,3 @@ int hami_region_lock(hami_region *r) {
 }
 
 void hami_region_unlock(hami_region *r) { pthread_mutex_unlock(&r->shm->lock); }
-
-int hami_region_debug_hold_lock(hami_region *r, unsigned milliseconds) {
-    /* Test hook: hold the lock (a test then SIGKILLs this process). */
-    int rc = hami_region_lock(r);
-    if (rc != HAMI_OK) return rc;
-    struct timespec ts = {(time_t)(milliseconds / 1000), (long)(milliseconds % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-    hami_region_unlock(r);
-    return HAMI_OK;
-}

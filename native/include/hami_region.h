@@ -5,7 +5,17 @@
  * that static part) lets every opener refuse a truncated, corrupt or foreign
  * file instead of accounting against garbage.  The rest holds, per device, the
  * memory limit, the compute limit, the bytes reserved and the token-bucket
- * state, and a table of process slots keyed by (pid, process start time).
+ * state, and a table of process slots.
+ *
+ * A slot is keyed by the process's identity as it sees itself: its PID
+ * namespace (inode of /proc/self/ns/pid), its pid in that namespace and its
+ * start time.  Pids alone mean nothing across containers (every container's
+ * first process is pid 1), so liveness is not read from pids: each registered
+ * process holds an open-file-description lock on one byte of the region file
+ * (offset HAMI_SLOT_LOCK_BASE + slot).  The kernel drops it when the process
+ * dies, whatever namespace the process or the observer is in.  /proc is
+ * consulted only for slots of the observer's own namespace (to wait out a
+ * process still tearing down) and for regions without a file.
  *
  * Memory is *reserved* here before the vendor allocator runs and given back if
  * that call fails, all under one robust process-shared mutex, so concurrent
@@ -22,7 +32,7 @@
 #include <stdint.h>
 
 #define HAMI_REGION_MAGIC 0x314E4752494D4148ULL /* "HAMIRGN1" as little-endian bytes */
-#define HAMI_REGION_VERSION 1u
+#define HAMI_REGION_VERSION 2u
 #define HAMI_REGION_MAX_DEVICES 16
 #define HAMI_REGION_MAX_PROCS 256
 
@@ -35,6 +45,10 @@
 #define HAMI_E_IO 5         /* open/mmap/write failed (errno in the message) */
 #define HAMI_E_LOCK 6       /* the mutex is not recoverable */
 #define HAMI_E_EXISTS 7     /* create without replace found an existing file */
+#define HAMI_E_PERM 8       /* the file or its folder fails the ownership/permission checks */
+
+/* Liveness lock bytes lie past the end of the data: locks need no bytes to exist. */
+#define HAMI_SLOT_LOCK_BASE (1LL << 32)
 
 /* hami_region_create flags */
 #define HAMI_CREATE_REPLACE 1u    /* atomically replace an existing file (rename) */
@@ -83,10 +97,16 @@ typedef struct hami_region_device {
     uint64_t pad[1];
 } hami_region_device;
 
+/* hami_region_proc.flags */
+#define HAMI_PROC_LOCKED 1u   /* the process holds its slot's liveness lock */
+
 typedef struct hami_region_proc {
-    int32_t pid;            /* 0 = free */
+    int32_t pid;            /* 0 = free; otherwise the pid in the process's own PID namespace */
+    uint32_t flags;         /* HAMI_PROC_* */
+    uint64_t start_time;    /* /proc/self/stat field 22 (clock ticks since boot, the same in every namespace) */
+    uint64_t pidns;         /* inode of the process's /proc/self/ns/pid; 0 = unknown */
+    int32_t host_pid;       /* its pid as its /proc mount numbers it (NSpid, outermost): for people, not liveness */
     uint32_t reserved;
-    uint64_t start_time;    /* /proc/<pid>/stat field 22 (clock ticks since boot) */
     uint64_t used[HAMI_REGION_MAX_DEVICES];
 } hami_region_proc;
 
@@ -105,13 +125,25 @@ typedef struct hami_region_shm {
  * any change must bump HAMI_REGION_VERSION (old files are then refused). */
 _Static_assert(sizeof(hami_region_header) == 48, "region header layout changed: bump HAMI_REGION_VERSION");
 _Static_assert(sizeof(hami_region_device) == 160, "region device layout changed: bump HAMI_REGION_VERSION");
-_Static_assert(sizeof(hami_region_proc) == 144, "region slot layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_proc) == 160, "region slot layout changed: bump HAMI_REGION_VERSION");
 
+/* One process's handle on a region (process-local, never shared). */
 typedef struct hami_region {
     hami_region_shm *shm;
     int32_t device_count;
     int owns_mapping;
+    int fd;                 /* the region file, kept open for liveness locks; -1 for an anonymous region */
+    int self_slot;          /* the slot this handle registered (and holds the lock of), or -1 */
+    uint64_t pidns;         /* this process's PID namespace when the handle was made */
 } hami_region;
+
+/* Who a process is, as it can tell itself. */
+typedef struct hami_proc_identity {
+    int32_t pid;
+    int32_t host_pid;
+    uint64_t start_time;
+    uint64_t pidns;
+} hami_proc_identity;
 
 /* Snapshot types for readers (Python). */
 typedef struct hami_device_info {
@@ -128,6 +160,9 @@ typedef struct hami_proc_info {
     int32_t pid;
     int32_t alive;
     uint64_t start_time;
+    uint64_t pidns;
+    int32_t host_pid;
+    int32_t locked;         /* 1 when liveness comes from the slot's lock */
     uint64_t used[HAMI_REGION_MAX_DEVICES];
 } hami_proc_info;
 
@@ -147,10 +182,20 @@ int hami_region_validate(const hami_region_shm *shm, size_t file_size, char *err
 uint64_t hami_region_checksum(const hami_region_header *h);
 int hami_region_lock(hami_region *r);
 void hami_region_unlock(hami_region *r);
-int hami_region_debug_hold_lock(hami_region *r, unsigned milliseconds);
+/* In a forked child: a fresh open file description of the same file (the
+ * inherited one holds the parent's liveness lock) and no slot of its own. */
+void hami_region_after_fork_child(hami_region *r);
+/* Checks an existing region file before it is mapped: a regular file, not a
+ * symbolic link, owned by this user or root, writable by nobody else. */
+int hami_region_check_file(int fd, const char *path, char *err, size_t errlen);
+/* Checks the folder a region is created in: not writable by others. */
+int hami_region_check_dir(const char *path, char *err, size_t errlen);
 
 /* accounting.c */
 int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uint32_t core_limit);
+/* Registers the calling process (its identity and its liveness lock); returns its slot or -HAMI_E_*. */
+int hami_region_register_self(hami_region *r);
+/* Registers a process by pid and start time without a lock (liveness from /proc, same namespace only). */
 int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
 void hami_region_unregister(hami_region *r, int slot);
 /* An exiting process: frees its slot if it holds no memory (returns 1).  A slot
@@ -168,7 +213,14 @@ int hami_region_device_count(const hami_region *r);
 /* procinfo.c */
 uint64_t hami_proc_start_time(int32_t pid);   /* 0 when the process does not exist (or is a zombie) */
 int hami_proc_alive(int32_t pid, uint64_t start_time);
+int hami_proc_self(hami_proc_identity *out);  /* from /proc/self: valid inside any PID namespace */
+uint64_t hami_proc_pidns(void);               /* inode of /proc/self/ns/pid, 0 when unknown */
 uint64_t hami_now_ns(void);
+
+/* slotlock.c: the liveness locks (open-file-description locks, Linux >= 3.15). */
+int hami_slot_lock_take(int fd, int slot);   /* 0 taken, 1 held by another, -1 error */
+void hami_slot_lock_drop(int fd, int slot);
+int hami_slot_lock_held(int fd, int slot);   /* 1 held by another description, 0 free, -1 cannot tell */
 
 /* throttle.c */
 void hami_throttle(hami_region *r, int device, hami_busy_source_fn source);

@@ -25,6 +25,7 @@ class Drivers:
     acl: Path
     cn: Path
     fakes: Path
+    scenarios: Path  # cuda_scenarios.c: VMM, pools, arrays, graphs, NVML, fork
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +39,7 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> Drivers:
         "cuda": ("cuda_driver.c", ["libcuda.so.1"], ["-lpthread", "-ldl"]),
         "acl": ("acl_driver.c", ["libascendcl.so"], []),
         "cn": ("cn_driver.c", ["libcnrt.so", "libcndrv.so"], []),
+        "scenarios": ("cuda_scenarios.c", ["libcuda.so.1"], ["-lpthread", "-ldl"]),
     }
     built = {}
     for key, (source, libs, extra) in specs.items():
@@ -46,7 +48,7 @@ def drivers(tmp_path_factory: pytest.TempPathFactory) -> Drivers:
         cmd += [str(need(limiter.fake_library, lib)) for lib in libs] + extra + ["-o", str(exe)]
         subprocess.run(cmd, check=True)
         built[key] = exe
-    return Drivers(cuda=built["cuda"], acl=built["acl"], cn=built["cn"], fakes=fakes)
+    return Drivers(cuda=built["cuda"], acl=built["acl"], cn=built["cn"], fakes=fakes, scenarios=built["scenarios"])
 
 
 @pytest.fixture

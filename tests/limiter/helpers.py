@@ -36,16 +36,23 @@ class Env:
     region: Path
     vars: dict[str, str] = field(default_factory=dict)
 
-    def build(self, shim: str | None = "libhami_cuda.so", **extra: str) -> dict[str, str]:
+    def build(self, shim: str | None = "libhami_cuda.so", *, hooks: bool = False, **extra: str) -> dict[str, str]:
+        """``hooks``: preload the test build of the shim (``hook_shim``) instead of the shipped one."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("HAMI_", "CUDA_DEVICE_"))}
         env.pop("LD_PRELOAD", None)
         env["LD_LIBRARY_PATH"] = str(self.fakes)
         env["HAMI_FAKE_GPU_STATE"] = str(self.state)
         env.update(self.vars)
         if shim:
-            env["LD_PRELOAD"] = str(need(limiter.shim_library, shim))
+            env["LD_PRELOAD"] = str(hook_shim(shim) if hooks else need(limiter.shim_library, shim))
         env.update(extra)
         return env
+
+
+def hook_shim(name: str) -> Path:
+    """The test build of a shim (native/testhooks): the shipped sources plus the fake-state utilization
+    source, which the compute tests measure against.  Never what an allocation preloads."""
+    return need(limiter.fake_library, f"hooks/{name}")
 
 
 def run(cmd: list[str | Path], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:

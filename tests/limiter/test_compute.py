@@ -56,7 +56,9 @@ def utilization(loads: list[Load]) -> list[list[float]]:
 
 
 def env_for(wenv: Env, name: str, **extra: str) -> dict[str, str]:
-    return wenv.build(HAMI_FAKE_GPU_STATE=str(wenv.tmp / f"{name}.state"), **extra)
+    # The test build of the shim: it can read device time from the fake state (the shipped one reads NVML,
+    # which test_compute_nvml.py covers).
+    return wenv.build(hooks=True, HAMI_FAKE_GPU_STATE=str(wenv.tmp / f"{name}.state"), **extra)
 
 
 def test_limits_10_30_50_80_hold(drivers: Drivers, wenv: Env) -> None:

@@ -20,6 +20,7 @@ CANDIDATES = ["/usr/local/cuda/include", *sorted(glob.glob("/usr/local/cuda-*/in
 
 DUMP = r"""
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #ifdef USE_VENDOR
 #include <cuda.h>
@@ -41,6 +42,33 @@ int main(void) {
     V(offsetof(CUmemAllocationProp, win32HandleMetaData)) V(offsetof(CUmemAllocationProp, allocFlags))
     V(sizeof(CUlaunchConfig)) V(offsetof(CUlaunchConfig, sharedMemBytes)) V(offsetof(CUlaunchConfig, hStream))
     V(offsetof(CUlaunchConfig, attrs)) V(offsetof(CUlaunchConfig, numAttrs))
+    /* VMM, pools, arrays and graph memory (the shim's accounting beyond cuMemAlloc) */
+    V((long long)(uintptr_t)CU_STREAM_LEGACY) V((long long)(uintptr_t)CU_STREAM_PER_THREAD)
+    V(CU_MEM_LOCATION_TYPE_HOST) V(CU_MEM_ALLOC_GRANULARITY_MINIMUM) V(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+    V(CU_MEM_ACCESS_FLAGS_PROT_READWRITE) V(sizeof(CUmemAccessDesc)) V(offsetof(CUmemAccessDesc, flags))
+    V(CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES) V(CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+    V(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) V(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) V(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+    V(CU_MEMPOOL_ATTR_USED_MEM_CURRENT) V(CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+    V(sizeof(CUmemPoolProps)) V(offsetof(CUmemPoolProps, location)) V(offsetof(CUmemPoolProps, maxSize))
+    V(offsetof(CUmemPoolProps, usage)) V(offsetof(CUmemPoolProps, reserved))
+    V(CU_AD_FORMAT_UNSIGNED_INT8) V(CU_AD_FORMAT_UNSIGNED_INT16) V(CU_AD_FORMAT_UNSIGNED_INT32)
+    V(CU_AD_FORMAT_SIGNED_INT8) V(CU_AD_FORMAT_SIGNED_INT16) V(CU_AD_FORMAT_SIGNED_INT32) V(CU_AD_FORMAT_HALF)
+    V(CU_AD_FORMAT_FLOAT) V(sizeof(CUarray_format))
+    V(sizeof(CUDA_ARRAY_DESCRIPTOR)) V(offsetof(CUDA_ARRAY_DESCRIPTOR, Format))
+    V(offsetof(CUDA_ARRAY_DESCRIPTOR, NumChannels)) V(sizeof(CUDA_ARRAY3D_DESCRIPTOR))
+    V(offsetof(CUDA_ARRAY3D_DESCRIPTOR, Depth)) V(offsetof(CUDA_ARRAY3D_DESCRIPTOR, Format))
+    V(offsetof(CUDA_ARRAY3D_DESCRIPTOR, NumChannels)) V(offsetof(CUDA_ARRAY3D_DESCRIPTOR, Flags))
+    V(sizeof(CUDA_ARRAY_MEMORY_REQUIREMENTS)) V(offsetof(CUDA_ARRAY_MEMORY_REQUIREMENTS, alignment))
+    V(CUDA_ARRAY3D_LAYERED) V(CUDA_ARRAY3D_CUBEMAP) V(CUDA_ARRAY3D_SPARSE) V(CUDA_ARRAY3D_DEFERRED_MAPPING)
+    V(CU_GRAPH_NODE_TYPE_KERNEL) V(CU_GRAPH_NODE_TYPE_GRAPH) V(CU_GRAPH_NODE_TYPE_EMPTY)
+    V(CU_GRAPH_NODE_TYPE_MEM_ALLOC) V(CU_GRAPH_NODE_TYPE_MEM_FREE) V(sizeof(CUgraphNodeType))
+    V(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) V(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)
+    V(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) V(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
+    V(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS)) V(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, accessDescs))
+    V(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, accessDescCount)) V(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize))
+    V(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, dptr))
+    V(CUDA_GRAPH_INSTANTIATE_SUCCESS) V(CUDA_GRAPH_INSTANTIATE_ERROR) V(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS))
+    V(offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream)) V(offsetof(CUDA_GRAPH_INSTANTIATE_PARAMS, result_out))
     return 0;
 }
 """

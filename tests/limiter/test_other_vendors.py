@@ -51,6 +51,7 @@ def test_ascend_and_cambricon_launches_are_throttled(drivers: Drivers, wenv: Env
     for name, (cmd, shim) in runs.items():
         env = wenv.build(
             shim,
+            hooks=True,  # device time from the fake state: only the test build of a shim reads it
             HAMI_DEVICE_CORE_LIMIT="30",
             HAMI_FAKE_GPU_STATE=str(wenv.tmp / f"{name}.state"),
             HAMI_REGION_PATH=str(wenv.tmp / f"{name}.region"),

@@ -14,7 +14,7 @@ import pytest
 from hami_devices import limiter
 from hami_devices.errors import LimiterError
 from hami_devices.limiter import DeviceLimit, Region
-from tests.limiter.helpers import PYTHON, python_env
+from tests.limiter.helpers import PYTHON, hook_shim, python_env
 
 GIB = 1 << 30
 
@@ -126,19 +126,18 @@ def test_closed_region_raises(tmp_path: Path) -> None:
 # A second process that takes a slot, reserves bytes through the same C core the shims use, then
 # either sleeps or sits inside the region lock until it is killed.
 _CHILD = """
-import os, sys, time
+import sys, time
 from hami_devices import _native
 from hami_devices.limiter import Region
 r = Region.open(sys.argv[1])
-lib, pid = _native.lib, os.getpid()
-slot = lib.hami_region_register(r._handle, pid, lib.hami_proc_start_time(pid))
+lib = _native.lib
+slot = lib.hami_region_register_self(r._handle)
 assert slot >= 0
 assert lib.hami_region_reserve(r._handle, slot, 0, int(sys.argv[3])) == 0
-print("RESERVED", flush=True)
 if sys.argv[2] == "lock":
-    lib.hami_region_debug_hold_lock(r._handle, 600000)
-else:
-    time.sleep(600)
+    assert lib.hami_region_lock(r._handle) == 0
+print("RESERVED", flush=True)
+time.sleep(600)
 """
 
 
@@ -171,7 +170,6 @@ def test_lock_holder_killed_does_not_wedge_others(tmp_path: Path) -> None:
     path = tmp_path / "a.region"
     with Region.create(path, [DeviceLimit(GIB, 0)]) as region:
         child = _child(path, "lock", 4096)
-        time.sleep(0.2)  # the child is now inside hami_region_debug_hold_lock
         child.send_signal(signal.SIGKILL)
         child.wait()
         started = time.monotonic()
@@ -216,3 +214,13 @@ def test_shims_do_not_link_libpython() -> None:
         ).stdout
         assert "libpython" not in needed, name
         assert os.path.getsize(limiter.shim_library(name)) > 0
+
+
+def test_shipped_shims_carry_no_test_hooks() -> None:
+    # The fake-state utilization source and the fake libcuda's device reordering exist only in the test
+    # builds (native/testhooks -> libs/fakes/hooks/); what an allocation preloads knows nothing of them.
+    for name in ("libhami_cuda.so", "libhami_ascend.so", "libhami_cambricon.so"):
+        data = limiter.shim_library(name).read_bytes()
+        for hook in (b"HAMI_FAKE_", b"hami_busy_from_fake_state", b"hami_fake_gpu_attach"):
+            assert hook not in data, (name, hook)
+        assert hook_shim(name).read_bytes().count(b"HAMI_FAKE_GPU_STATE") > 0  # the test build has them

@@ -15,6 +15,7 @@ from hami_devices.scheduling.fragindex import FragmentationIndex
 from hami_devices.scheduling.fragmentation import fragmentation
 from hami_devices.scheduling.mix import OnlineMix, declared_mix, shapes_of
 
+from . import fgd_reference
 from .conftest import ClusterFactory
 
 NEVER = fgd.NEVER
@@ -36,7 +37,7 @@ def test_host_memory_counts_as_fragmentation() -> None:
     # Taking one GPU with a task that leaves too little memory strands the other one.
     base = fgd.frag(t.count_ge, t.small, t.total, cpu, np.array([6144]), mix)
     need = _need(mix, [16_000, 16_000])
-    delta = fgd.whole_deltas(free, need, t, base, 1, cpu, np.array([6144]), 1000, 4096, mix)
+    delta = fgd_reference.whole_deltas(free, need, t, base, 1, cpu, np.array([6144]), 1000, 4096, mix)
     assert delta.tolist() == [1000.0]
 
 
@@ -56,7 +57,7 @@ def test_a_slot_a_shape_does_not_accept_is_fragmented_for_it() -> None:
     # Half of the accepted slot goes: the shape still fits there, and nothing new is fragmented.
     take = np.array([[500, 0]])
     base = fgd.frag(t.count_ge, t.small, t.total, cpu, mem, mix)
-    assert fgd.share_deltas(free, need, t, base, take, cpu, mem, 0, 0, mix).tolist() == [[0.0, 0.0]]
+    assert fgd_reference.share_deltas(free, need, t, base, take, cpu, mem, 0, 0, mix).tolist() == [[0.0, 0.0]]
 
 
 def test_the_index_follows_the_cluster_and_counts_stranded_share(make_cluster: ClusterFactory) -> None:
@@ -114,3 +115,46 @@ def test_request_shapes_and_declared_mixes() -> None:
     assert info.value.field == "workload-mix.shapes.0"
     with pytest.raises(InvalidConfig):
         OnlineMix.load(Path("/nonexistent/mix.json"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_native_kernel_is_the_numpy_formulas(make_cluster: ClusterFactory, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cluster = make_cluster(
+        ("a", "nvidia", "T4", 4), ("b", "nvidia", "A100-80GB", 8), ("c", "ascend", "910B3", 2), cpu=32_000, mem=65_536
+    )
+    engine = Engine(cluster, "spread")
+    for _ in range(12):
+        memory, cores, cpu = int(rng.integers(1, 12)) * 1024, int(rng.integers(0, 5)) * 10, int(rng.integers(0, 8))
+        engine.schedule(ResourceRequest.single(memory_mib=memory, cores=cores, host_cpu_milli=cpu * 1000))
+    shapes = [
+        {"gpu_milli": int(rng.integers(1, 11)) * 100, "num_gpu": int(rng.integers(0, 3)), "cpu_milli": 2000 * int(k),
+         "host_memory_mib": 4096 * int(k), "gpu_mem_mib": int(rng.choice([0, 8192])),
+         "models": ["T4"] if k == 3 else None, "weight": float(k + 1)}
+        for k in range(6)
+    ]
+    mix = declared_mix(shapes)
+    index = FragmentationIndex(cluster, mix)
+    index.sync()
+    rows = cluster.live_rows()
+    nodes = cluster.node[rows]
+    take = rng.integers(1, 1001, rows.size)
+    cpu, mem = int(rng.integers(0, 9)) * 1000, int(rng.integers(0, 5)) * 4096
+    got = index.share_deltas(rows, take, cpu, mem)
+    for k, row in enumerate(rows.tolist()):
+        n = np.array([nodes[k]])
+        per_slot = np.zeros((1, index.slots.shape[1]), dtype=np.int64)
+        per_slot[0, index.slot_of[row]] = take[k]
+        t = fgd.FragTerms(index.terms.count_ge[n], index.terms.small[n], index.terms.total[n])
+        want = fgd_reference.share_deltas(
+            index.free[n], index.need[n], t, index.base[n], per_slot, cluster.node_cpu_free[n],
+            cluster.node_mem_free[n], cpu, mem, mix,
+        )[0, index.slot_of[row]]
+        assert got[k] == pytest.approx(want) or (np.isinf(got[k]) and np.isinf(want))
+    all_nodes = np.arange(len(cluster.node_names))
+    for count in range(4):
+        t = fgd.FragTerms(index.terms.count_ge, index.terms.small, index.terms.total)
+        want_whole = fgd_reference.whole_deltas(
+            index.free, index.need, t, index.base, count, cluster.node_cpu_free, cluster.node_mem_free, cpu, mem, mix
+        )
+        assert np.allclose(index.whole_deltas(all_nodes, count, cpu, mem), want_whole)

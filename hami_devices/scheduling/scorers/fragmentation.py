@@ -27,36 +27,17 @@ what the cluster has been given to hold so far, and nothing later.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.fgd import MILLI, WorkloadMix, sigmoid_score
 from hami_devices.scheduling.fragindex import FragmentationIndex
 from hami_devices.scheduling.mix import OnlineMix
-from hami_devices.scheduling.scorers.base import FloatArray, HostContext, IntArray, ScoreContext, Scorer
+from hami_devices.scheduling.scorers.base import FloatArray, HostContext, ScoreContext, Scorer
 
 GATE = 50.0
 STEP = 0.49
 TIE = 0.4  # < STEP: a tie rank never outweighs one point of the integer score
-
-
-def plain_take(ctx: ScoreContext) -> Any:
-    """Thousandths of a device the part takes on any device row, from the device's facts (the plain share)."""
-    part, c = ctx.part, ctx.cluster
-
-    def take(rows: IntArray) -> IntArray:
-        if part.memory_mib is not None:
-            memory = np.full(rows.size, part.memory_mib, dtype=np.float64)
-        elif part.memory_percent is not None:
-            memory = np.maximum(1, (c.mem_total[rows] * part.memory_percent / 100.0).astype(np.int64))
-        else:
-            memory = c.mem_total[rows].astype(np.float64)
-        share = np.maximum(memory / np.maximum(c.mem_cap[rows], 1), part.cores / 100.0)
-        return np.clip(np.ceil(share * MILLI - 1e-9), 1, MILLI).astype(np.int64)
-
-    return take
 
 
 def tie_rank(keys: list[np.ndarray]) -> FloatArray:
@@ -114,20 +95,18 @@ class FragmentationScorer(Scorer):
         c, rows, part, request = ctx.cluster, ctx.rows, ctx.part, ctx.request
         cpu, mem = request.host_cpu_milli, request.host_memory_mib
         nodes = c.node[rows]
-        if part.exclusive:
-            delta = idx.whole_deltas(nodes, part.count, cpu, mem)
+        if part.exclusive:  # every whole free device of a node rises alike: once per node
+            at = np.zeros(len(c.node_names), dtype=bool)
+            at[nodes] = True
+            unique = np.flatnonzero(at)
+            per_node = np.empty(len(c.node_names))
+            per_node[unique] = idx.whole_deltas(unique, part.count, cpu, mem)
+            delta = per_node[nodes]
             taken = np.full(rows.size, MILLI * part.count, dtype=np.int64)
             left = np.zeros(rows.size, dtype=np.int64)
         else:
-            take = plain_take(ctx)
-            plain = ctx.cores is None and bool(c.plain[rows].all())
-            key = (part.memory_mib, part.memory_percent, part.cores, cpu, mem) if plain else None
-            if plain:
-                delta = idx.share_deltas(rows, take, cpu, mem, key)
-                per_device = take(rows)
-            else:  # the device's rule rounded the part (a partition): its granted share, not cached
-                per_device = np.clip(np.ceil(ctx.share * MILLI - 1e-9), 1, MILLI).astype(np.int64)
-                delta = idx.share_deltas(rows, lambda _: per_device, cpu, mem, None)
+            per_device = np.clip(np.ceil(ctx.share * MILLI - 1e-9), 1, MILLI).astype(np.int64)
+            delta = idx.share_deltas(rows, per_device, cpu, mem)
             taken = per_device * part.count
             left = idx.free[nodes, idx.slot_of[rows]] - per_device
         first = sigmoid_score(delta)

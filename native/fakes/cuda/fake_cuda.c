@@ -1,6 +1,7 @@
-/* A fake CUDA driver (libcuda.so.1) for tests: devices, contexts, memory with
- * a capacity, and kernels that occupy a virtual device timeline.  State that
- * several processes must agree on lives in the shared file of hami_fake_gpu.h. */
+/* A fake CUDA driver (libcuda.so.1) for tests: devices, contexts, streams and
+ * events, memory with a capacity, and kernels that occupy a virtual device
+ * timeline.  State that several processes must agree on lives in the shared
+ * file of hami_fake_gpu.h.  VMM, pools, arrays and graphs: see fake_cuda.h. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -9,27 +10,23 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "hami_cuda_api.h"
-#include "hami_fake_gpu.h"
-#include "ptrmap.h"
+#include "fake_cuda.h"
 
-#define EXPORT __attribute__((visibility("default")))
-
-struct CUctx_st { int device; };
-struct CUstream_st { int device; };
 struct CUmod_st { int unused; };
 struct CUfunc_st { int unused; };
-struct CUgraph_st { int unused; };
-struct CUgraphExec_st { int unused; };
+
+pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static hami_fake_gpu_state *g_state;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct CUctx_st g_ctx[HAMI_FAKE_GPU_MAX_DEVICES];
 static hami_fake_proc *g_proc[HAMI_FAKE_GPU_MAX_DEVICES];
-static hami_ptrmap g_ptrs, g_handles;
+static hami_ptrmap g_ptrs;
 static uint64_t g_next_addr = 0x700000000000ull;
-static uint64_t g_next_handle = 1;
 static __thread struct CUctx_st *t_ctx;
+static __thread struct CUctx_st *t_ctx_stack[8]; /* cuCtxPushCurrent / cuCtxPopCurrent */
+static __thread int t_ctx_depth;
+static struct CUstream_st g_default_stream[HAMI_FAKE_GPU_MAX_DEVICES];
 static __thread uint64_t t_kernel_ns = UINT64_MAX;
 static uint64_t g_default_kernel_ns;
 static struct CUmod_st g_module;
@@ -38,7 +35,7 @@ static struct CUfunc_st g_function;
 static void after_fork_child(void) {
     memset(g_proc, 0, sizeof g_proc);
     hami_ptrmap_after_fork(&g_ptrs);
-    hami_ptrmap_after_fork(&g_handles);
+    pthread_mutex_init(&fake_mu, NULL);
 }
 
 /* CUDA ordinal -> fake-state device.  HAMI_FAKE_CUDA_VISIBLE_DEVICES="2,0" shows
@@ -70,7 +67,7 @@ static void attach(void) {
     g_state = hami_fake_gpu_attach("CUDA");
     if (g_state) choose_visible();
     g_default_kernel_ns = hami_fake_default_kernel_ns();
-    for (int i = 0; i < HAMI_FAKE_GPU_MAX_DEVICES; i++) g_ctx[i].device = i;
+    for (int i = 0; i < HAMI_FAKE_GPU_MAX_DEVICES; i++) g_ctx[i].device = g_default_stream[i].device = i;
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
@@ -78,6 +75,8 @@ static int ready(void) {
     pthread_once(&g_once, attach);
     return g_state != NULL;
 }
+
+int fake_ready(void) { return ready(); }
 
 static hami_fake_proc *proc_of(int dev) {
     hami_fake_proc *p = __atomic_load_n(&g_proc[dev], __ATOMIC_ACQUIRE);
@@ -97,6 +96,24 @@ static CUresult current_dev(int *dev) {
     return CUDA_SUCCESS;
 }
 
+int fake_valid_dev(int dev) { return valid_dev(dev); }
+CUresult fake_current_dev(int *dev) { return current_dev(dev); }
+hami_fake_device *fake_state_of(int dev) { return state_of(dev); }
+hami_fake_proc *fake_proc_of(int dev) { return proc_of(dev); }
+
+CUstream fake_stream(CUstream s) {
+    if (s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) return s;
+    int dev = 0;
+    if (current_dev(&dev) != CUDA_SUCCESS) return NULL;
+    return &g_default_stream[dev];
+}
+
+uint64_t fake_new_va(uint64_t bytes) {
+    /* Never reused within a process, so a stale free cannot hit a new block. */
+    return __atomic_fetch_add(&g_next_addr, (bytes + FAKE_GRANULARITY - 1) & ~(FAKE_GRANULARITY - 1),
+                              __ATOMIC_RELAXED);
+}
+
 /* Fake-only API: the duration of this thread's next kernels (UINT64_MAX = default). */
 EXPORT void hamiFakeCudaSetKernelNs(uint64_t ns) { t_kernel_ns = ns; }
 
@@ -111,22 +128,35 @@ __attribute__((destructor)) static void give_back_all(void) {
     }
 }
 
-EXPORT CUresult cuInit(unsigned int Flags) { return ready() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED; }
+/* As the real driver: device queries answer only after cuInit (nvidia-smi never calls it). */
+static int g_inited;
+
+EXPORT CUresult cuInit(unsigned int Flags) {
+    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+#define NEED_INIT() \
+    if (!__atomic_load_n(&g_inited, __ATOMIC_ACQUIRE)) return CUDA_ERROR_NOT_INITIALIZED
 EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
 
 EXPORT CUresult cuDeviceGetCount(int *count) {
+    NEED_INIT();
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
     *count = g_count;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    NEED_INIT();
     if (!valid_dev(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
+    NEED_INIT();
     if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
     snprintf(name, (size_t)len, "HAMi Fake GPU %d", dev);
     return CUDA_SUCCESS;
@@ -161,6 +191,7 @@ static void identity(int index, char uuid[96], char bus_id[32]) {
 }
 
 EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
+    NEED_INIT();
     if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
     if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     char uuid[96], bus[32];
@@ -172,6 +203,7 @@ EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
 }
 
 EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *out, CUdevice dev) {
+    NEED_INIT();
     if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     char uuid[96], bus[32];
@@ -191,12 +223,14 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *out, CUdevice dev) {
 EXPORT CUresult cuDeviceGetUuid(CUuuid *out, CUdevice dev) { return cuDeviceGetUuid_v2(out, dev); }
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    NEED_INIT();
     if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
     *bytes = state_of(dev)->total_bytes;
     return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    NEED_INIT();
     if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
     *pctx = &g_ctx[dev];
     return CUDA_SUCCESS;
@@ -209,26 +243,67 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) { t_ctx = ctx; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) { *pctx = t_ctx; return CUDA_SUCCESS; }
 EXPORT CUresult cuCtxGetDevice(CUdevice *device) { return current_dev(device); }
+
+EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+    if (!ctx) return current_dev(device);
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    *device = ctx->device;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    if (t_ctx_depth == (int)(sizeof t_ctx_stack / sizeof t_ctx_stack[0])) return CUDA_ERROR_OUT_OF_MEMORY;
+    t_ctx_stack[t_ctx_depth++] = t_ctx;
+    t_ctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
+    if (t_ctx_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (pctx) *pctx = t_ctx;
+    t_ctx = t_ctx_stack[--t_ctx_depth];
+    return CUDA_SUCCESS;
+}
+
+/* Every stream of the device has reached everything queued: their frees are done. */
+static void device_reached(int dev) {
+    pthread_mutex_lock(&fake_mu);
+    fake_stream_reached(&g_default_stream[dev], UINT64_MAX);
+    pthread_mutex_unlock(&fake_mu);
+}
+
+static struct CUstream_st *g_streams[256]; /* created streams, for a device-wide synchronize */
+
 EXPORT CUresult cuCtxSynchronize(void) {
     int dev;
     CUresult rc = current_dev(&dev);
-    if (rc == CUDA_SUCCESS) hami_fake_synchronize(state_of(dev));
-    return rc;
+    if (rc != CUDA_SUCCESS) return rc;
+    hami_fake_synchronize(state_of(dev));
+    device_reached(dev);
+    pthread_mutex_lock(&fake_mu);
+    for (size_t i = 0; i < sizeof g_streams / sizeof g_streams[0]; i++)
+        if (g_streams[i] && g_streams[i]->device == dev) fake_stream_reached(g_streams[i], UINT64_MAX);
+    pthread_mutex_unlock(&fake_mu);
+    fake_pools_release_to_threshold();
+    return CUDA_SUCCESS;
 }
 
 /* ---- memory ---- */
 
-static CUresult take(int dev, uint64_t bytes) {
+CUresult fake_take(int dev, uint64_t bytes) {
     hami_fake_device *d = state_of(dev);
     if (hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     if (hami_fake_reap_dead(d) > 0 && hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+void fake_give(int dev, uint64_t bytes) { hami_fake_mem_give(state_of(dev), proc_of(dev), bytes); }
+
 static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes) {
     if (!dptr) return CUDA_ERROR_INVALID_VALUE;
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = take(dev, bytes);
+    CUresult rc = fake_take(dev, bytes);
     if (rc != CUDA_SUCCESS) return rc;
     /* Addresses are never reused within a process, so a stale free cannot hit a new block. */
     uint64_t addr = __atomic_fetch_add(&g_next_addr, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
@@ -257,48 +332,39 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wid
     return rc;
 }
 
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    if (hStream) return alloc_on(hStream->device, dptr, bytesize);
-    return alloc_current(dptr, bytesize);
-}
-
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return cuMemAllocAsync(dptr, bytesize, hStream);
-}
-
+/* cuMemFree takes any kind of allocation; stream-ordered ones go back to their pool at once
+ * (the caller promises their stream work is done). */
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
     uint64_t size;
     int32_t dev;
-    if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
-    hami_fake_mem_give(state_of(dev), proc_of(dev), size);
-    return CUDA_SUCCESS;
+    if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) == 0) {
+        fake_give(dev, size);
+        return CUDA_SUCCESS;
+    }
+    if (fake_pool_owns(dptr)) return fake_pool_free_now(dptr);
+    if (fake_graph_owns(dptr)) return fake_graph_free(dptr);
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return cuMemFree_v2(dptr); }
-EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return cuMemFree_v2(dptr); }
-
-EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                            unsigned long long flags) {
-    if (!handle || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
-    int dev = prop->location.id;
-    if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    CUresult rc = take(dev, size);
-    if (rc != CUDA_SUCCESS) return rc;
-    uint64_t h = __atomic_fetch_add(&g_next_handle, 1, __ATOMIC_RELAXED);
-    hami_ptrmap_put(&g_handles, h, size, dev);
-    *handle = h;
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (fake_pool_owns(dptr)) return fake_pool_free_async(dptr, hStream);
+    if (fake_graph_owns(dptr)) return fake_graph_free(dptr);
+    /* A cuMemAlloc allocation: freed when the stream gets there. */
+    CUstream s = fake_stream(hStream);
     uint64_t size;
     int32_t dev;
-    if (hami_ptrmap_take(&g_handles, handle, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
-    hami_fake_mem_give(state_of(dev), proc_of(dev), size);
-    return CUDA_SUCCESS;
+    if (!s) return CUDA_ERROR_INVALID_CONTEXT;
+    if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_mu);
+    CUresult rc = fake_defer_free(s, -1, dev, size);
+    pthread_mutex_unlock(&fake_mu);
+    if (rc != CUDA_SUCCESS) hami_ptrmap_put(&g_ptrs, dptr, size, dev);
+    return rc;
 }
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return cuMemFreeAsync(dptr, hStream); }
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
     int dev;
@@ -324,26 +390,112 @@ EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags) {
     int dev;
     CUresult rc = current_dev(&dev);
     if (rc != CUDA_SUCCESS) return rc;
-    struct CUstream_st *s = malloc(sizeof *s);
+    struct CUstream_st *s = calloc(1, sizeof *s);
     if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
     s->device = dev;
+    pthread_mutex_lock(&fake_mu);
+    for (size_t i = 0; i < sizeof g_streams / sizeof g_streams[0]; i++) {
+        if (!g_streams[i]) {
+            g_streams[i] = s;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fake_mu);
     *phStream = s;
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
+    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
+    /* Work already queued still completes: its frees reach the pool. */
+    pthread_mutex_lock(&fake_mu);
+    fake_stream_reached(hStream, UINT64_MAX);
+    for (size_t i = 0; i < sizeof g_streams / sizeof g_streams[0]; i++)
+        if (g_streams[i] == hStream) g_streams[i] = NULL;
+    pthread_mutex_unlock(&fake_mu);
+    free(hStream);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+    CUstream s = fake_stream(hStream);
+    if (!s || !pctx) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = &g_ctx[s->device];
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device) {
+    CUstream s = fake_stream(hStream);
+    if (!s || !device) return CUDA_ERROR_INVALID_VALUE;
+    *device = s->device;
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
-    if (hStream && ready()) {
-        hami_fake_synchronize(state_of(hStream->device));
-        return CUDA_SUCCESS;
+    if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    CUstream s = fake_stream(hStream);
+    if (!s) return CUDA_ERROR_INVALID_CONTEXT;
+    hami_fake_synchronize(state_of(s->device));
+    pthread_mutex_lock(&fake_mu);
+    fake_stream_reached(s, UINT64_MAX);
+    pthread_mutex_unlock(&fake_mu);
+    fake_pools_release_to_threshold();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
+
+/* The fake's streams are always idle once their kernels started: a query observes that. */
+EXPORT CUresult cuStreamQuery(CUstream hStream) {
+    CUstream s = fake_stream(hStream);
+    if (!s) return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&fake_mu);
+    fake_stream_reached(s, UINT64_MAX);
+    pthread_mutex_unlock(&fake_mu);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e || !phEvent) return CUDA_ERROR_INVALID_VALUE;
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+    CUstream s = fake_stream(hStream);
+    if (!hEvent || !s) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_mu);
+    hEvent->stream = s;
+    hEvent->seq = s->seq;
+    pthread_mutex_unlock(&fake_mu);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
+    if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
+    if (hEvent->stream) {
+        hami_fake_synchronize(state_of(hEvent->stream->device));
+        pthread_mutex_lock(&fake_mu);
+        fake_stream_reached(hEvent->stream, hEvent->seq); /* only what was queued before the record */
+        pthread_mutex_unlock(&fake_mu);
     }
-    return cuCtxSynchronize();
+    fake_pools_release_to_threshold();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
+    free(hEvent);
+    return CUDA_SUCCESS;
 }
 
 static CUresult run(CUstream stream) {
     int dev;
     if (stream) {
         if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-        dev = stream->device;
+        CUstream s = fake_stream(stream);
+        if (!s) return CUDA_ERROR_INVALID_CONTEXT;
+        dev = s->device;
     } else {
         CUresult rc = current_dev(&dev);
         if (rc != CUDA_SUCCESS) return rc;
@@ -385,30 +537,22 @@ EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, un
     return run(s);
 }
 
-EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
-    static struct CUgraph_st graph;
-    *phGraph = &graph;
-    return CUDA_SUCCESS;
+/* A fake graph launch: its memory nodes (fake_cuda_graph.c), then one kernel of the thread's current duration. */
+EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    CUresult rc = fake_graph_run(hGraphExec, hStream);
+    return rc != CUDA_SUCCESS ? rc : run(hStream);
 }
 
-EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
-    static struct CUgraphExec_st exec;
-    *phGraphExec = &exec;
-    return CUDA_SUCCESS;
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+    return cuGraphLaunch(hGraphExec, hStream);
 }
-
-EXPORT CUresult cuGraphDestroy(CUgraph hGraph) { return CUDA_SUCCESS; }
-EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) { return CUDA_SUCCESS; }
-
-/* A fake graph is one kernel of the thread's current duration. */
-EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) { return run(hStream); }
-EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return run(hStream); }
 
 EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr) {
     switch (error) {
     case CUDA_SUCCESS: *pStr = "CUDA_SUCCESS"; break;
     case CUDA_ERROR_OUT_OF_MEMORY: *pStr = "CUDA_ERROR_OUT_OF_MEMORY"; break;
     case CUDA_ERROR_NOT_INITIALIZED: *pStr = "CUDA_ERROR_NOT_INITIALIZED"; break;
+    case CUDA_ERROR_INVALID_VALUE: *pStr = "CUDA_ERROR_INVALID_VALUE"; break;
     default: *pStr = "CUDA_ERROR_UNKNOWN"; break;
     }
     return CUDA_SUCCESS;

@@ -25,6 +25,24 @@ static const struct { const char *name; void *fn; } TABLE[] = {
     ENTRY(cuGraphInstantiateWithFlags), ENTRY(cuGraphDestroy), ENTRY(cuGraphExecDestroy), ENTRY(cuGraphLaunch),
     ENTRY(cuGraphLaunch_ptsz), ENTRY(cuGetErrorName), ENTRY(cuGetProcAddress), ENTRY(cuGetProcAddress_v2),
     ENTRY(cuDeviceGetPCIBusId), ENTRY(cuDeviceGetUuid), ENTRY(cuDeviceGetUuid_v2),
+    /* contexts, streams, events */
+    ENTRY(cuCtxGetDevice_v2), ENTRY(cuCtxPushCurrent_v2), ENTRY(cuCtxPopCurrent_v2), ENTRY(cuStreamDestroy_v2),
+    ENTRY(cuStreamQuery), ENTRY(cuStreamGetCtx), ENTRY(cuStreamGetDevice), ENTRY(cuStreamSynchronize_ptsz),
+    ENTRY(cuEventCreate), ENTRY(cuEventRecord), ENTRY(cuEventSynchronize), ENTRY(cuEventDestroy_v2),
+    /* VMM */
+    ENTRY(cuMemGetAllocationGranularity), ENTRY(cuMemAddressReserve), ENTRY(cuMemAddressFree), ENTRY(cuMemMap),
+    ENTRY(cuMemUnmap), ENTRY(cuMemRetainAllocationHandle), ENTRY(cuMemSetAccess),
+    /* pools */
+    ENTRY(cuMemAllocFromPoolAsync), ENTRY(cuMemAllocFromPoolAsync_ptsz), ENTRY(cuMemPoolCreate),
+    ENTRY(cuMemPoolDestroy), ENTRY(cuMemPoolTrimTo), ENTRY(cuMemPoolGetAttribute), ENTRY(cuMemPoolSetAttribute),
+    ENTRY(cuDeviceGetDefaultMemPool), ENTRY(cuDeviceGetMemPool), ENTRY(cuDeviceSetMemPool),
+    /* arrays */
+    ENTRY(cuArrayCreate_v2), ENTRY(cuArray3DCreate_v2), ENTRY(cuMipmappedArrayCreate), ENTRY(cuArrayDestroy),
+    ENTRY(cuMipmappedArrayDestroy), ENTRY(cuArrayGetMemoryRequirements), ENTRY(cuMipmappedArrayGetMemoryRequirements),
+    /* graph memory */
+    ENTRY(cuGraphAddMemAllocNode), ENTRY(cuGraphAddMemFreeNode), ENTRY(cuGraphGetNodes), ENTRY(cuGraphNodeGetType),
+    ENTRY(cuGraphMemAllocNodeGetParams), ENTRY(cuGraphInstantiateWithParams), ENTRY(cuGraphInstantiateWithParams_ptsz),
+    ENTRY(cuDeviceGraphMemTrim), ENTRY(cuDeviceGetGraphMemAttribute),
 };
 
 static void *find(const char *name) {
@@ -43,7 +61,9 @@ static void *resolve(const char *symbol, int version, cuuint64_t flags) {
         fn = find(name);
     }
     if (!fn && strcmp(symbol, "cuGetProcAddress") == 0 && version >= 12000) fn = find("cuGetProcAddress_v2");
-    if (!fn && strcmp(symbol, "cuGetProcAddress") != 0) {
+    if (!fn && strcmp(symbol, "cuGraphInstantiate") == 0 && version >= 12000) fn = find("cuGraphInstantiateWithFlags");
+    /* cuCtxGetDevice_v2 is another function (it takes a context), not a newer ABI of the same one. */
+    if (!fn && strcmp(symbol, "cuGetProcAddress") != 0 && strcmp(symbol, "cuCtxGetDevice") != 0) {
         snprintf(name, sizeof name, "%s_v2", symbol);
         fn = find(name);
     }

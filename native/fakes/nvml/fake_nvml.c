@@ -28,6 +28,9 @@
  *   lost = 1                          (every query but name/uuid/PCI returns GPU_IS_LOST)
  *   mig_refuse = <nvml code>          (instance creation returns this code)
  *
+ * Without a fixture, $HAMI_FAKE_GPU_STATE naming an existing fake-GPU state file gives one default
+ * [gpu] per state device (memory_mib from the state); with neither, nvmlInit fails as without a driver.
+ *
  * With $HAMI_FAKE_GPU_STATE naming an existing fake-GPU state file
  * (native/include/hami_fake_gpu.h), used memory, processes and utilization
  * come from it: NVML device i is fake-GPU-state device i.  Utilization is
@@ -261,9 +264,28 @@ static void gpu_defaults(fake_gpu *g, unsigned int index) {
     g->power_mw = 60000;
 }
 
+/* No fixture, but a fake-GPU state: NVML shows the state's devices with the default identities (the
+ * ones the fake libcuda reports too), so a shim finds its CUDA devices in NVML by UUID. */
+static int devices_of_state(void) {
+    const char *path = getenv("HAMI_FAKE_GPU_STATE");
+    if (!path || !*path) return NVML_ERROR_DRIVER_NOT_LOADED;
+    /* The GPUs exist before any process uses them: the state is created here if no fake runtime did yet. */
+    hami_fake_gpu_state *state = hami_fake_gpu_attach("CUDA");
+    if (!state) return NVML_ERROR_DRIVER_NOT_LOADED;
+    g_ngpus = 0;
+    g_nprofiles = 0;
+    for (unsigned int i = 0; i < state->device_count && i < MAX_GPUS; i++) {
+        gpu_defaults(&g_gpus[i], i);
+        g_gpus[i].memory_mib = state->devices[i].total_bytes >> 20;
+        g_ngpus++;
+    }
+    munmap(state, sizeof *state);
+    return NVML_SUCCESS;
+}
+
 static int load_fixture(void) {
     const char *path = getenv("HAMI_FAKE_NVML_FIXTURE");
-    if (!path || !*path) return NVML_ERROR_DRIVER_NOT_LOADED;
+    if (!path || !*path) return devices_of_state();
     FILE *f = fopen(path, "r");
     if (!f) return NVML_ERROR_DRIVER_NOT_LOADED;
     char line[512];

@@ -155,11 +155,16 @@ static uint64_t per_process(const hami_region *r, int device, int *unsupported) 
         free(s);
         return UINT64_MAX;
     }
-    int32_t pids[HAMI_REGION_MAX_PROCS];
+    /* NVML numbers processes as the driver sees them (host pids); a process in a PID namespace
+     * that shares the host's /proc recorded that number as host_pid. */
+    int32_t pids[2 * HAMI_REGION_MAX_PROCS];
     int np = 0;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
         int32_t pid = LOAD(r->shm->proc[i].pid);
-        if (pid > 0) pids[np++] = pid;
+        if (pid <= 0) continue;
+        pids[np++] = pid;
+        int32_t host = r->shm->proc[i].host_pid;
+        if (host > 0 && host != pid) pids[np++] = host;
     }
     qsort(s, count, sizeof *s, by_time);
     /* With no earlier sample (seen == 0) the first period's start is unknown: it only opens the count. */
@@ -229,17 +234,30 @@ uint64_t hami_busy_from_nvml(const hami_region *r, int device) { return nvml_bus
 
 /* ---- selection ---- */
 
+#ifdef HAMI_TEST_HOOKS
+/* Test builds only (native/testhooks, never shipped): the fake runtimes'
+ * shared state, named by $HAMI_FAKE_GPU_STATE, is a source too. */
+static int fake_state_named(void) {
+    const char *fake = getenv("HAMI_FAKE_GPU_STATE");
+    return fake && *fake;
+}
+static hami_busy_source_fn fake_source(void) { return hami_busy_from_fake_state; }
+#else
+static int fake_state_named(void) { return 0; }
+static hami_busy_source_fn fake_source(void) { return NULL; }
+#endif
+
 /* Per device, decided on its first reading: NVML when it knows the device by
- * identity, else the fake state, else NVML by index.  (With a fake state in
- * use the index assumption would pair fake devices with a host's real GPUs.) */
+ * identity, else (test builds) the fake state, else NVML by index.  (With a
+ * fake state in use the index assumption would pair fake devices with a
+ * host's real GPUs.) */
 static int g_auto[HAMI_REGION_MAX_DEVICES]; /* 0 undecided, 1 nvml, 2 fake, 3 nvml by index, 4 none */
 
 static uint64_t auto_busy(const hami_region *r, int device) {
     if (device < 0 || device >= HAMI_REGION_MAX_DEVICES) return UINT64_MAX;
     int choice = LOAD(g_auto[device]);
     if (!choice) {
-        const char *fake = getenv("HAMI_FAKE_GPU_STATE");
-        int have_fake = fake && *fake;
+        int have_fake = fake_state_named();
         if (hami_nvml_available()) {
             if (__atomic_exchange_n(&g_fresh, 0, __ATOMIC_ACQ_REL)) {
                 /* Loaded lazily (the limit was set after start): as in nvml_busy. */
@@ -257,7 +275,7 @@ static uint64_t auto_busy(const hami_region *r, int device) {
     }
     switch (choice) {
     case 1: return nvml_busy(r, device, 0);
-    case 2: return hami_busy_from_fake_state(r, device);
+    case 2: return fake_source() ? fake_source()(r, device) : UINT64_MAX;
     case 3: return nvml_busy(r, device, 1);
     default: return UINT64_MAX;
     }
@@ -265,17 +283,16 @@ static uint64_t auto_busy(const hami_region *r, int device) {
 
 hami_busy_source_fn hami_default_busy_source(int allow_nvml) {
     const char *want = getenv("HAMI_UTILIZATION_SOURCE");
-    const char *fake = getenv("HAMI_FAKE_GPU_STATE");
     if (want && *want && strcmp(want, "auto") != 0) {
         if (!strcmp(want, "none")) return NULL;
-        if (!strcmp(want, "fake")) return hami_busy_from_fake_state;
+        if (!strcmp(want, "fake") && fake_source()) return fake_source();
         if (!strcmp(want, "nvml") && allow_nvml) return hami_busy_from_nvml;
         if (strcmp(want, "nvml") != 0)
-            fprintf(stderr, "[hami-limiter] HAMI_UTILIZATION_SOURCE=%s: want nvml, fake, none or auto; using auto\n",
-                    want);
+            fprintf(stderr, "[hami-limiter] HAMI_UTILIZATION_SOURCE=%s: want %s; using auto\n", want,
+                    fake_source() ? "nvml, fake, none or auto" : "nvml, none or auto");
     }
     if (allow_nvml) return auto_busy;
-    return fake && *fake ? hami_busy_from_fake_state : NULL;
+    return fake_state_named() ? fake_source() : NULL;
 }
 
 void hami_busy_source_prime(hami_busy_source_fn fn) {

@@ -31,19 +31,32 @@ static void broken(const char *what, const char *detail) {
             hami_g_shim.tag, what, detail);
 }
 
+/* Serialises this process's registration: after fork several threads of the
+ * child may make their first allocation at once, and each must not take a
+ * slot of its own (bytes reserved through one and released through another
+ * would leave one slot high and the other short). */
+static pthread_mutex_t g_slot_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void after_fork_child(void) {
     /* The child shares the region mapping but is a new process: it takes its
-     * own slot on first allocation. */
-    hami_g_shim.slot = -1;
+     * own slot (and liveness lock) on first allocation.  Only the forking
+     * thread exists here, so the mutex is simply made fresh. */
+    pthread_mutex_init(&g_slot_mu, NULL);
+    __atomic_store_n(&hami_g_shim.slot, -1, __ATOMIC_RELEASE);
+    hami_region_after_fork_child(hami_g_shim.region);
 }
 
 static int ensure_slot(void) {
-    if (hami_g_shim.slot >= 0) return HAMI_OK;
-    int32_t pid = (int32_t)getpid();
-    int slot = hami_region_register(hami_g_shim.region, pid, hami_proc_start_time(pid));
-    if (slot < 0) return -slot;
-    hami_g_shim.slot = slot;
-    return HAMI_OK;
+    if (__atomic_load_n(&hami_g_shim.slot, __ATOMIC_ACQUIRE) >= 0) return HAMI_OK;
+    pthread_mutex_lock(&g_slot_mu);
+    int rc = HAMI_OK;
+    if (hami_g_shim.slot < 0) {
+        int slot = hami_region_register_self(hami_g_shim.region);
+        if (slot < 0) rc = -slot;
+        else __atomic_store_n(&hami_g_shim.slot, slot, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_slot_mu);
+    return rc;
 }
 
 __attribute__((destructor)) static void leave(void) {
@@ -53,8 +66,9 @@ __attribute__((destructor)) static void leave(void) {
      * this one included), and releasing earlier would let another process of
      * the allocation be admitted while both hold it -- over the limit.  The
      * reclaim scan frees the slot once the process is gone or a zombie. */
-    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
-        hami_region_leave(hami_g_shim.region, hami_g_shim.slot);
+    int slot = __atomic_load_n(&hami_g_shim.slot, __ATOMIC_ACQUIRE);
+    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && slot >= 0 && hami_region_leave(hami_g_shim.region, slot))
+        __atomic_store_n(&hami_g_shim.slot, -1, __ATOMIC_RELEASE); /* an allocation in a later exit handler registers again */
 }
 
 void hami_shim_setup(const hami_shim_config *cfg) {

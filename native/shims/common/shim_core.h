@@ -54,14 +54,16 @@ static inline void hami_shim_throttle(int device) {
     hami_throttle(hami_g_shim.region, device, hami_g_shim.busy_source);
 }
 
-/* Busy-time sources (busy_fake.c, busy_nvml.c). */
+/* Busy-time sources (busy_nvml.c; test builds add native/testhooks/busy_fake.c). */
+#ifdef HAMI_TEST_HOOKS
 uint64_t hami_busy_from_fake_state(const hami_region *r, int device);
+#endif
 /* The region's own processes' device time from NVML's per-process samples
  * (device-wide utilization where the driver has no per-process samples). */
 uint64_t hami_busy_from_nvml(const hami_region *r, int device);
 /* $HAMI_UTILIZATION_SOURCE = nvml | fake | none forces one source.  Otherwise
  * (auto), per device: NVML when libnvidia-ml.so.1 loads and knows the device
- * by UUID or PCI bus id, else the fake state when $HAMI_FAKE_GPU_STATE is set,
+ * by UUID or PCI bus id, else (test builds only) the fake state when $HAMI_FAKE_GPU_STATE is set,
  * else NVML by index, else none (open loop).  allow_nvml = 0: no NVML at all. */
 hami_busy_source_fn hami_default_busy_source(int allow_nvml);
 /* Loads what a source needs now (called at setup when a compute limit is set). */

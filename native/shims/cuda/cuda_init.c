@@ -9,7 +9,7 @@
 
 hami_cuda_real hami_real;
 int hami_cuda_ready;
-hami_ptrmap hami_cuda_ptrs, hami_cuda_handles;
+hami_ptrmap hami_cuda_ptrs;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -29,12 +29,17 @@ void *hami_real_dlsym(void *handle, const char *name) {
 }
 
 static void after_fork_child(void) {
+    /* Device memory does not survive fork: the child's maps and locks start fresh. */
     hami_ptrmap_after_fork(&hami_cuda_ptrs);
-    hami_ptrmap_after_fork(&hami_cuda_handles);
+    hami_cuda_memory_after_fork();
+    hami_cuda_vmm_after_fork();
+    hami_cuda_array_after_fork();
+    hami_cuda_pool_after_fork();
+    hami_cuda_graph_after_fork();
 }
 
-/* UUID and PCI bus id of a CUDA ordinal, for the NVML utilization source. */
-static int cuda_identity(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len) {
+/* UUID and PCI bus id of a CUDA ordinal, for the NVML utilization source and the NVML memory wrappers. */
+int hami_cuda_identity(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len) {
     CUdevice dev = device;
     if (hami_real.cuDeviceGet) {
         CUresult rc = hami_real.cuDeviceGet(&dev, device);
@@ -63,14 +68,11 @@ static void init_once(void) {
     } else {
 #define HAMI_RESOLVE(name) hami_real.name = (__typeof__(&name))hami_real_dlsym(h, #name);
         HAMI_CUDA_WRAPPED(HAMI_RESOLVE)
-        hami_real.cuCtxGetDevice = (__typeof__(&cuCtxGetDevice))hami_real_dlsym(h, "cuCtxGetDevice");
-        hami_real.cuDeviceGet = (__typeof__(&cuDeviceGet))hami_real_dlsym(h, "cuDeviceGet");
-        hami_real.cuDeviceGetUuid_v2 = (__typeof__(&cuDeviceGetUuid_v2))hami_real_dlsym(h, "cuDeviceGetUuid_v2");
+        HAMI_CUDA_USED(HAMI_RESOLVE)
         if (!hami_real.cuDeviceGetUuid_v2) /* drivers before CUDA 11.4: same signature, older name */
             hami_real.cuDeviceGetUuid_v2 = (__typeof__(&cuDeviceGetUuid_v2))hami_real_dlsym(h, "cuDeviceGetUuid");
-        hami_real.cuDeviceGetPCIBusId = (__typeof__(&cuDeviceGetPCIBusId))hami_real_dlsym(h, "cuDeviceGetPCIBusId");
     }
-    hami_busy_set_identity(cuda_identity);
+    hami_busy_set_identity(hami_cuda_identity);
     hami_shim_config cfg = {
         .tag = "CUDA",
         .memory_vars = MEMORY_VARS,

@@ -31,12 +31,14 @@ void *hami_cuda_wrapper_for_real(void *real) {
 
 /* Base names whose current ABI is the _v2 entry point (since CUDA 3.2). */
 static const char *const V2_NAMES[] = {"cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cuMemGetInfo",
-                                       "cuDeviceTotalMem", NULL};
+                                       "cuDeviceTotalMem", "cuArrayCreate", "cuArray3DCreate", NULL};
 
 static void *by_name(const char *symbol, int version, cuuint64_t flags) {
     char name[128];
     if (strcmp(symbol, "cuGetProcAddress") == 0)
         return hami_cuda_wrapper_for(version >= 12000 ? "cuGetProcAddress_v2" : "cuGetProcAddress");
+    if (strcmp(symbol, "cuGraphInstantiate") == 0)
+        return hami_cuda_wrapper_for(version >= 12000 ? "cuGraphInstantiateWithFlags" : "cuGraphInstantiate_v2");
     for (const char *const *n = V2_NAMES; *n; n++) {
         if (strcmp(symbol, *n) == 0) {
             if (version < 3020) return NULL; /* the 32-bit-size ABI: not wrapped */
@@ -90,6 +92,11 @@ HAMI_EXPORT void *dlsym(void *handle, const char *symbol) {
             hami_cuda_ensure();
             return w;
         }
+    }
+    /* NVML memory queries (nvidia-smi and pynvml look NVML up rather than link it). */
+    if (found && symbol[0] == 'n' && !strncmp(symbol, "nvml", 4)) {
+        void *w = hami_nvml_wrapper_for(symbol);
+        if (w) return w;
     }
     return found;
 }

@@ -1,18 +1,30 @@
 /* Allocation, free and memory-info wrappers: reserve in the region first, then
- * call the driver, and give the reservation back if the driver fails. */
+ * call the driver, and give the reservation back if the driver fails.  (VMM,
+ * pools, arrays and graphs have their own files; they reserve through here.) */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+
 #include "cuda_shim.h"
 
-#define REAL_OR_FAIL(name) \
-    if (HAMI_UNLIKELY(!hami_real.name)) return CUDA_ERROR_NOT_INITIALIZED
+#define REAL_OR_FAIL(name) HAMI_REAL_OR_FAIL(name)
 
-static CUresult reserve(int dev, uint64_t bytes) {
+CUresult hami_cuda_reserve(int dev, uint64_t bytes, const void *held) {
     int rc = hami_shim_reserve(dev, bytes);
+    if (HAMI_UNLIKELY(rc == HAMI_E_OOM)) {
+        /* Memory this process's pools and graph allocator keep idle is real
+         * device memory, charged as such; at the limit it is worth more as
+         * headroom than as a cache.  (The driver itself trims when it runs out.) */
+        uint64_t freed = hami_cuda_pools_trim(dev, held) + hami_cuda_graphs_trim(dev);
+        if (freed) rc = hami_shim_reserve(dev, bytes);
+    }
     if (rc == HAMI_OK) return CUDA_SUCCESS;
     /* Over the limit or a broken region: the runtime's own OOM code, which
      * frameworks already handle (PyTorch raises OutOfMemoryError). */
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
+
+static CUresult reserve(int dev, uint64_t bytes) { return hami_cuda_reserve(dev, bytes, NULL); }
 
 static CUresult finish_alloc(CUresult rc, int dev, uint64_t bytes, CUdeviceptr *dptr) {
     if (rc != CUDA_SUCCESS) {
@@ -75,63 +87,62 @@ HAMI_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_
     return CUDA_SUCCESS;
 }
 
-static CUresult alloc_async(__typeof__(&cuMemAllocAsync) real, CUdeviceptr *dptr, size_t bytesize,
-                            CUstream hStream) {
-    if (HAMI_UNLIKELY(!real)) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!hami_shim_accounting()) return real(dptr, bytesize, hStream);
-    int dev = hami_cuda_current_device();
-    CUresult rc = reserve(dev, bytesize);
-    if (rc != CUDA_SUCCESS) return rc;
-    return finish_alloc(real(dptr, bytesize, hStream), dev, bytesize, dptr);
+/* cuMemFreeAsync of a cuMemAlloc allocation frees it when the stream gets there:
+ * its bytes stay reserved until the next synchronisation says so. */
+static pthread_mutex_t g_deferred_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_deferred[HAMI_REGION_MAX_DEVICES];
+static int g_any_deferred;
+
+static void defer_release(int dev, uint64_t size) {
+    if (dev < 0 || dev >= HAMI_REGION_MAX_DEVICES) return;
+    pthread_mutex_lock(&g_deferred_mu);
+    g_deferred[dev] += size;
+    __atomic_store_n(&g_any_deferred, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_deferred_mu);
 }
 
-HAMI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    hami_cuda_ensure();
-    return alloc_async(hami_real.cuMemAllocAsync, dptr, bytesize, hStream);
+void hami_cuda_release_deferred(void) {
+    if (!__atomic_load_n(&g_any_deferred, __ATOMIC_ACQUIRE)) return;
+    uint64_t take[HAMI_REGION_MAX_DEVICES];
+    pthread_mutex_lock(&g_deferred_mu);
+    memcpy(take, g_deferred, sizeof take);
+    memset(g_deferred, 0, sizeof g_deferred);
+    __atomic_store_n(&g_any_deferred, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g_deferred_mu);
+    for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++)
+        if (take[d]) hami_shim_release(d, take[d]);
 }
 
-HAMI_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    hami_cuda_ensure();
-    return alloc_async(hami_real.cuMemAllocAsync_ptsz, dptr, bytesize, hStream);
-}
-
-HAMI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                                 unsigned long long flags) {
-    hami_cuda_ensure();
-    REAL_OR_FAIL(cuMemCreate);
-    if (!hami_shim_accounting() || !handle) return hami_real.cuMemCreate(handle, size, prop, flags);
-    int dev = (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) ? prop->location.id
-                                                                           : hami_cuda_current_device();
-    CUresult rc = reserve(dev, size);
-    if (rc != CUDA_SUCCESS) return rc;
-    rc = hami_real.cuMemCreate(handle, size, prop, flags);
-    if (rc != CUDA_SUCCESS) {
-        hami_shim_release(dev, size);
-        return rc;
-    }
-    hami_ptrmap_put(&hami_cuda_handles, *handle, size, dev);
-    return rc;
+void hami_cuda_memory_after_fork(void) {
+    pthread_mutex_init(&g_deferred_mu, NULL);
+    memset(g_deferred, 0, sizeof g_deferred);
+    g_any_deferred = 0;
 }
 
 /* Frees take the entry out of the map *before* calling the driver: once the
  * driver has freed, another thread may get the same address back, and its
  * entry must not be confused with ours. */
-static CUresult free_via(hami_ptrmap *map, uint64_t key, CUresult (*call)(uint64_t, void *), void *ctx) {
+static CUresult free_ptr(uint64_t key, CUresult (*call)(uint64_t, void *), void *ctx, int async) {
+    if (!hami_shim_accounting()) return call(key, ctx);
     uint64_t size;
     int32_t dev;
-    int known = hami_shim_accounting() && hami_ptrmap_take(map, key, &size, &dev) == 0;
-    CUresult rc = call(key, ctx);
-    if (known) {
-        if (rc == CUDA_SUCCESS)
-            hami_shim_release(dev, size);
+    if (hami_ptrmap_take(&hami_cuda_ptrs, key, &size, &dev) == 0) {
+        CUresult rc = call(key, ctx);
+        if (rc != CUDA_SUCCESS)
+            hami_ptrmap_put(&hami_cuda_ptrs, key, size, dev);
+        else if (async)
+            defer_release(dev, size);
         else
-            hami_ptrmap_put(map, key, size, dev);
+            hami_shim_release(dev, size);
+        return rc;
     }
-    return rc;
+    /* A stream-ordered allocation: its pool keeps the memory, and the charge follows the pool. */
+    CUresult rc;
+    if (hami_cuda_pool_free(key, call, ctx, async, &rc)) return rc;
+    return call(key, ctx);
 }
 
 static CUresult call_free(uint64_t p, void *ctx) { return hami_real.cuMemFree_v2((CUdeviceptr)p); }
-static CUresult call_release(uint64_t h, void *ctx) { return hami_real.cuMemRelease(h); }
 static CUresult call_free_async(uint64_t p, void *s) { return hami_real.cuMemFreeAsync((CUdeviceptr)p, s); }
 static CUresult call_free_async_ptsz(uint64_t p, void *s) {
     return hami_real.cuMemFreeAsync_ptsz((CUdeviceptr)p, s);
@@ -140,33 +151,29 @@ static CUresult call_free_async_ptsz(uint64_t p, void *s) {
 HAMI_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     hami_cuda_ensure();
     REAL_OR_FAIL(cuMemFree_v2);
-    return free_via(&hami_cuda_ptrs, dptr, call_free, NULL);
+    return free_ptr(dptr, call_free, NULL, 0);
 }
 
-/* Stream-ordered frees release the reservation when the call is made rather
- * than when the stream reaches it: a window of at most one in-flight free. */
+/* A stream-ordered free gives nothing back at the call: the memory returns to
+ * its pool when the stream reaches the free, and to the device when the pool
+ * releases it -- both seen as the pool's reserved memory shrinking. */
 HAMI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     hami_cuda_ensure();
     REAL_OR_FAIL(cuMemFreeAsync);
-    return free_via(&hami_cuda_ptrs, dptr, call_free_async, hStream);
+    return free_ptr(dptr, call_free_async, hStream, 1);
 }
 
 HAMI_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
     hami_cuda_ensure();
     REAL_OR_FAIL(cuMemFreeAsync_ptsz);
-    return free_via(&hami_cuda_ptrs, dptr, call_free_async_ptsz, hStream);
-}
-
-HAMI_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-    hami_cuda_ensure();
-    REAL_OR_FAIL(cuMemRelease);
-    return free_via(&hami_cuda_handles, handle, call_release, NULL);
+    return free_ptr(dptr, call_free_async_ptsz, hStream, 1);
 }
 
 HAMI_EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
     hami_cuda_ensure();
     REAL_OR_FAIL(cuMemGetInfo_v2);
     if (hami_g_shim.mode == HAMI_SHIM_BROKEN) return CUDA_ERROR_NOT_INITIALIZED;
+    if (hami_shim_accounting()) hami_cuda_pools_settle(0); /* free memory as of now, not as of the last sync */
     CUresult rc = hami_real.cuMemGetInfo_v2(free_, total);
     if (rc == CUDA_SUCCESS && free_ && total) {
         uint64_t f = *free_, t = *total;

@@ -16,21 +16,45 @@
     X(cuMemRelease) X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2) X(cuLaunchKernel) X(cuLaunchKernel_ptsz)       \
     X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                               \
     X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz) X(cuGetProcAddress)             \
-    X(cuGetProcAddress_v2)
+    X(cuGetProcAddress_v2) HAMI_CUDA_WRAPPED_VMM(X) HAMI_CUDA_WRAPPED_POOL(X) HAMI_CUDA_WRAPPED_ARRAY(X)    \
+    HAMI_CUDA_WRAPPED_GRAPH(X) HAMI_CUDA_WRAPPED_SYNC(X)
+
+/* cuda_vmm.c: physical memory lives until its last mapping and its handle are gone */
+#define HAMI_CUDA_WRAPPED_VMM(X) X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle)
+/* cuda_pool.c: stream-ordered allocations are charged as the pool's reserved memory */
+#define HAMI_CUDA_WRAPPED_POOL(X)                                                                           \
+    X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) X(cuMemPoolCreate) X(cuMemPoolDestroy)         \
+    X(cuMemPoolTrimTo)
+/* cuda_array.c */
+#define HAMI_CUDA_WRAPPED_ARRAY(X)                                                                          \
+    X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate) X(cuArrayDestroy)                    \
+    X(cuMipmappedArrayDestroy)
+/* cuda_graph.c: graph memory nodes are charged when a graph is instantiated */
+#define HAMI_CUDA_WRAPPED_GRAPH(X)                                                                          \
+    X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz)      \
+    X(cuGraphInstantiate_v2) X(cuGraphExecDestroy) X(cuDeviceGraphMemTrim)
+/* cuda_sync.c: where stream-ordered frees are known to be done and pools give memory back */
+#define HAMI_CUDA_WRAPPED_SYNC(X)                                                                           \
+    X(cuCtxSynchronize) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuEventSynchronize)
+
+/* Driver functions the shim calls but does not replace.  X(name) */
+#define HAMI_CUDA_USED(X)                                                                                   \
+    X(cuCtxGetDevice) X(cuCtxGetDevice_v2) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuDeviceGet)      \
+    X(cuDeviceGetCount) X(cuDeviceGetUuid_v2) X(cuDeviceGetPCIBusId) X(cuStreamGetDevice) X(cuStreamGetCtx)  \
+    X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)                            \
+    X(cuMemGetAllocationGranularity) X(cuArrayGetMemoryRequirements)                                        \
+    X(cuMipmappedArrayGetMemoryRequirements) X(cuGraphGetNodes) X(cuGraphNodeGetType)                        \
+    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute)
 
 #define HAMI_DECLARE_REAL(name) __typeof__(&name) name;
 typedef struct hami_cuda_real {
     HAMI_CUDA_WRAPPED(HAMI_DECLARE_REAL)
-    __typeof__(&cuCtxGetDevice) cuCtxGetDevice;
-    /* device identity, for matching CUDA devices to NVML ones */
-    __typeof__(&cuDeviceGet) cuDeviceGet;
-    __typeof__(&cuDeviceGetUuid_v2) cuDeviceGetUuid_v2;
-    __typeof__(&cuDeviceGetPCIBusId) cuDeviceGetPCIBusId;
+    HAMI_CUDA_USED(HAMI_DECLARE_REAL)
 } hami_cuda_real;
 
 extern hami_cuda_real hami_real;
 extern int hami_cuda_ready;
-extern hami_ptrmap hami_cuda_ptrs, hami_cuda_handles;
+extern hami_ptrmap hami_cuda_ptrs;
 
 void hami_cuda_init(void);
 void *hami_real_dlsym(void *handle, const char *name);
@@ -48,5 +72,43 @@ static inline int hami_cuda_current_device(void) {
     if (hami_real.cuCtxGetDevice && hami_real.cuCtxGetDevice(&d) == CUDA_SUCCESS) return d;
     return 0;
 }
+
+#define HAMI_REAL_OR_FAIL(name) \
+    if (HAMI_UNLIKELY(!hami_real.name)) return CUDA_ERROR_NOT_INITIALIZED
+
+/* cuda_memory.c: reserves in the region; when the limit refuses, first gives
+ * back what this process's pools and graph allocator cache idly (`held`: a
+ * pool whose lock the caller holds), then tries once more. */
+CUresult hami_cuda_reserve(int dev, uint64_t bytes, const void *held);
+/* After a synchronisation: what cuMemFreeAsync freed of cuMemAlloc allocations is given back. */
+void hami_cuda_release_deferred(void);
+void hami_cuda_memory_after_fork(void);
+
+/* cuda_stream.c: the device a stream belongs to (special handles: the current one). */
+int hami_cuda_stream_device(CUstream s);
+
+/* cuda_pool.c */
+/* A free of a stream-ordered allocation: 1 when ptr was one (the call was made), 0 otherwise. */
+int hami_cuda_pool_free(uint64_t ptr, CUresult (*call)(uint64_t, void *), void *ctx, int async, CUresult *rc);
+/* The pools' charges follow their reserved memory (after a synchronisation, or before a memory query). */
+void hami_cuda_pools_settle(int synchronised);
+/* Trims this process's pools on dev (their idle memory); returns the bytes given back. */
+uint64_t hami_cuda_pools_trim(int dev, const void *held);
+
+/* cuda_graph.c */
+void hami_cuda_graphs_settle(void);
+uint64_t hami_cuda_graphs_trim(int dev);
+
+/* cuda_vmm.c, cuda_array.c: after fork the child's maps start empty */
+void hami_cuda_vmm_after_fork(void);
+void hami_cuda_array_after_fork(void);
+void hami_cuda_pool_after_fork(void);
+void hami_cuda_graph_after_fork(void);
+
+/* cuda_init.c: "GPU-..." UUID and PCI bus id of a CUDA ordinal; non-zero when CUDA cannot say yet. */
+int hami_cuda_identity(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len);
+
+/* cuda_nvml.c: the NVML functions the shim replaces (through dlsym), or NULL. */
+void *hami_nvml_wrapper_for(const char *name);
 
 #endif

@@ -2,8 +2,11 @@
  * (the fake, found through LD_LIBRARY_PATH), run with or without LD_PRELOAD.
  *
  *   cuda_driver oom                       fill to the limit, then one byte more
- *   cuda_driver storm THREADS ITERS MAXB SEED [keep]   concurrent alloc/free storm; "keep": exit
- *                                         still holding what each thread holds at the end
+ *   cuda_driver storm THREADS ITERS MAXB SEED [keep|mixed]   concurrent alloc/free storm; "keep": exit
+ *                                         still holding what each thread holds at the end; "mixed": also
+ *                                         VMM (create, map, release; unmap later), cuMemAllocAsync and an
+ *                                         explicit pool, freed in stream order with occasional syncs
+ *   cuda_driver waitalloc BYTES           retry cuMemAlloc until admitted; print WAITING, then ADMITTED <ns>
  *   cuda_driver hold BYTES                allocate, print READY, sleep
  *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1"
  *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
@@ -12,6 +15,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,46 +76,112 @@ static int cmd_oom(void) {
     return 0;
 }
 
-struct storm_args { int iters; size_t maxb; unsigned seed; int keep; long ok, oom; };
+struct storm_args { int iters; size_t maxb; unsigned seed; int keep, mixed; long ok, oom; };
 
 /* Every thread makes its first driver call at once: the first calls of a process race hardest. */
 static pthread_barrier_t g_storm_start;
+static CUmemoryPool g_storm_pool;
+
+enum { PLAIN, ASYNC, FROM_POOL, VMM, KINDS };
+
+struct held { CUdeviceptr p; size_t n; int kind; };
+
+static int storm_alloc(struct held *h, size_t n, int kind, CUstream s) {
+    h->kind = kind;
+    h->n = n;
+    if (kind == ASYNC) return cuMemAllocAsync(&h->p, n, s);
+    if (kind == FROM_POOL) return cuMemAllocFromPoolAsync(&h->p, n, g_storm_pool, s);
+    if (kind != VMM) return cuMemAlloc_v2(&h->p, n);
+    /* create -> reserve -> map -> release: the mapping alone keeps the memory until the unmap. */
+    size_t g = 2u << 20;
+    h->n = (n + g - 1) / g * g;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle handle;
+    int rc = cuMemCreate(&handle, h->n, &prop, 0);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (cuMemAddressReserve(&h->p, h->n, 0, 0, 0) != CUDA_SUCCESS || cuMemMap(h->p, h->n, 0, handle, 0) != CUDA_SUCCESS ||
+        cuMemRelease(handle) != CUDA_SUCCESS) {
+        fprintf(stderr, "vmm setup failed\n");
+        exit(4);
+    }
+    return CUDA_SUCCESS;
+}
+
+static int storm_free(struct held *h, CUstream s) {
+    int rc;
+    if (h->kind == VMM) rc = cuMemUnmap(h->p, h->n) || cuMemAddressFree(h->p, h->n);
+    else if (h->kind == PLAIN) rc = cuMemFree_v2(h->p);
+    else rc = cuMemFreeAsync(h->p, s);
+    h->p = 0;
+    return rc;
+}
 
 static void *storm_thread(void *arg) {
     struct storm_args *a = arg;
-    CUdeviceptr held[4] = {0};
+    struct held held[4];
+    memset(held, 0, sizeof held);
     use_device(0);
+    CUstream s = NULL;
+    if (a->mixed && cuStreamCreate(&s, 0) != CUDA_SUCCESS) { fprintf(stderr, "no stream\n"); exit(4); }
     pthread_barrier_wait(&g_storm_start);
     for (int i = 0; i < a->iters; i++) {
         int k = (int)(rand_r(&a->seed) % 4);
-        if (held[k]) {
-            if (cuMemFree_v2(held[k]) != CUDA_SUCCESS) { fprintf(stderr, "free failed\n"); exit(4); }
-            held[k] = 0;
+        if (held[k].p) {
+            if (storm_free(&held[k], s) != CUDA_SUCCESS) { fprintf(stderr, "free failed\n"); exit(4); }
+            if (a->mixed && i % 16 == 0) cuStreamSynchronize(s); /* where stream-ordered frees land */
         } else {
             size_t n = 1 + (size_t)rand_r(&a->seed) % a->maxb;
-            int rc = (i % 3 == 0) ? cuMemAllocAsync(&held[k], n, NULL) : cuMemAlloc_v2(&held[k], n);
+            int kind = a->mixed ? (int)(rand_r(&a->seed) % KINDS) : (i % 3 == 0 ? ASYNC : PLAIN);
+            int rc = storm_alloc(&held[k], n, kind, s);
             if (rc == CUDA_SUCCESS) a->ok++;
-            else if (rc == CUDA_ERROR_OUT_OF_MEMORY) { a->oom++; held[k] = 0; }
-            else { fprintf(stderr, "alloc rc=%d\n", rc); exit(4); }
+            else if (rc == CUDA_ERROR_OUT_OF_MEMORY) { a->oom++; held[k].p = 0; }
+            else { fprintf(stderr, "alloc rc=%d kind=%d\n", rc, kind); exit(4); }
         }
     }
-    if (!a->keep)
-        for (int k = 0; k < 4; k++) if (held[k]) cuMemFree_v2(held[k]);
+    if (!a->keep) {
+        for (int k = 0; k < 4; k++) if (held[k].p) storm_free(&held[k], s);
+        /* The cuMemAllocAsync pool keeps freed memory until a synchronisation, as a program's does. */
+        cuCtxSynchronize();
+    }
     return NULL;
 }
 
-static int cmd_storm(int threads, int iters, size_t maxb, unsigned seed, int keep) {
+static int cmd_storm(int threads, int iters, size_t maxb, unsigned seed, int keep, int mixed) {
     pthread_t t[64];
     struct storm_args a[64];
     if (threads < 1 || threads > 64) return 2;
+    if (mixed) {
+        CUmemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        if (cuMemPoolCreate(&g_storm_pool, &props) != CUDA_SUCCESS) return 4;
+    }
     pthread_barrier_init(&g_storm_start, NULL, (unsigned)threads);
     for (int i = 0; i < threads; i++) {
-        a[i] = (struct storm_args){iters, maxb, seed * 131u + (unsigned)i, keep, 0, 0};
+        a[i] = (struct storm_args){iters, maxb, seed * 131u + (unsigned)i, keep, mixed, 0, 0};
         pthread_create(&t[i], NULL, storm_thread, &a[i]);
     }
     long ok = 0, oom = 0;
     for (int i = 0; i < threads; i++) { pthread_join(t[i], NULL); ok += a[i].ok; oom += a[i].oom; }
+    if (mixed && !keep) cuMemPoolDestroy(g_storm_pool);
     printf("ok=%ld oom=%ld\n", ok, oom);
+    return 0;
+}
+
+static int cmd_waitalloc(size_t bytes) {
+    CUdeviceptr p;
+    int rc = cuMemAlloc_v2(&p, bytes);
+    if (rc == CUDA_SUCCESS) { printf("ADMITTED 0\n"); return 0; }
+    printf("WAITING rc=%d\n", rc);
+    fflush(stdout);
+    while ((rc = cuMemAlloc_v2(&p, bytes)) == CUDA_ERROR_OUT_OF_MEMORY) sched_yield(); /* retry, not starve */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    printf("ADMITTED %lld rc=%d\n", (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec, rc);
     return 0;
 }
 
@@ -244,7 +314,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "oom")) return cmd_oom();
     if (!strcmp(cmd, "storm") && argc >= 6)
         return cmd_storm(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), (unsigned)atoi(argv[5]),
-                         argc >= 7 && !strcmp(argv[6], "keep"));
+                         argc >= 7 && !strcmp(argv[6], "keep"), argc >= 7 && !strcmp(argv[6], "mixed"));
+    if (!strcmp(cmd, "waitalloc") && argc >= 3) return cmd_waitalloc(strtoull(argv[2], NULL, 10));
     if (!strcmp(cmd, "hold") && argc >= 3) return cmd_hold(strtoull(argv[2], NULL, 10));
     if (!strcmp(cmd, "launch") && argc >= 6) return cmd_launch(argv[2], strtoull(argv[3], NULL, 10), atof(argv[4]), argv[5]);
     if (!strcmp(cmd, "lookup") && argc >= 3) return cmd_lookup(strtoull(argv[2], NULL, 10));

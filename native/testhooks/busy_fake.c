@@ -1,4 +1,7 @@
-/* Device time of the region's processes, read from the fake runtimes' shared
+/* TEST BUILDS ONLY (the targets in native/testhooks build fakes/hooks/libhami_*.so with
+ * -DHAMI_TEST_HOOKS; the shipped shims carry none of this).
+ *
+ * Device time of the region's processes, read from the fake runtimes' shared
  * state (tests and the benchmark).  Selected when $HAMI_FAKE_GPU_STATE is set
  * and NVML does not know the device, or by HAMI_UTILIZATION_SOURCE=fake. */
 #define _GNU_SOURCE
