@@ -31,6 +31,7 @@ class EventKind(StrEnum):
     PROCESS_EXITED = "process.exited"
     HEALTH_CHANGED = "device.health"
     LIMITER_REFUSALS = "limiter.refusals"
+    REGION_REMOVED = "region.orphan_removed"
 
 
 ENDS_ALLOCATION = frozenset({EventKind.RELEASED, EventKind.EVICTED})

@@ -45,7 +45,17 @@ def _handle_of(key: str) -> str:
 
 
 def _identities(value: Any) -> set[Identity]:
-    return {(int(pid), int(start)) for pid, start in value.get("alive", [])}
+    return {(int(entry[0]), int(entry[1])) for entry in value.get("alive", [])}
+
+
+def _local_pids(value: Any) -> dict[Identity, int | None]:
+    """Each process last seen alive -> its pid in this machine's /proc (``None``: cannot be known)."""
+    found: dict[Identity, int | None] = {}
+    for entry in value.get("alive", []):
+        pid, start = int(entry[0]), int(entry[1])
+        host_pid, namespace = (int(entry[2]), int(entry[3])) if len(entry) >= 4 else (0, 0)
+        found[(pid, start)] = procs.local_pid(pid, host_pid, namespace)
+    return found
 
 
 def split_sample(
@@ -107,7 +117,7 @@ class Observer:
                 continue  # a newer snapshot was recorded already
             handle = handles.get(region.handle_id)
             events += self._process_changes(view, region, handle, previous, snapshot.time)
-            alive = sorted({(p.pid, p.start_time) for p in region.processes if p.alive})
+            alive = sorted({(p.pid, p.start_time, p.host_pid, p.pid_namespace) for p in region.processes if p.alive})
             view.set_observation(key, snapshot.time, {"alive": alive})
             since = previous[0] if previous is not None else (handle.created_at if handle else snapshot.time)
             if 0 < snapshot.time - since <= self.max_gap_s:
@@ -162,13 +172,20 @@ class Observer:
         return events
 
     def _released_processes(self, view: LedgerView, key: str, value: Any, now: float) -> list[Event]:
-        """The allocation is gone (and its region with it): ask the kernel about the processes last seen."""
+        """The allocation is gone (and its region with it): ask the kernel about the processes last seen.
+
+        A process in another PID namespace whose host pid the limiter did not learn cannot be checked:
+        it is no longer followed (and no exit is invented for it).
+        """
         group = key[len(PROCS) :].split("/", 1)[1]
         events = []
         remaining = []
-        for pid, start in sorted(_identities(value)):
-            if procs.alive(pid, start):
-                remaining.append((pid, start))
+        for (pid, start), local in sorted(_local_pids(value).items()):
+            if local is None:
+                log.info("process %s of released allocation %s: cannot follow it across PID namespaces", pid, key)
+                continue
+            if procs.alive(local, start):
+                remaining.append(next(e for e in value["alive"] if int(e[0]) == pid and int(e[1]) == start))
                 continue
             events.append(
                 view.record_event(
@@ -235,12 +252,16 @@ def record_process_exit(
     with ledger.transaction() as view:
         group = None
         for key, (_, value) in view.observations(f"{PROCS}{allocation_id}/").items():
-            alive = _identities(value)
-            match = {i for i in alive if i[0] == pid and (start_time is None or i[1] == start_time)}
+            # The launcher knows the pid its own /proc gives: the workload's, or the host's for a container.
+            entries = [list(e) for e in value.get("alive", [])]
+            match = [
+                e for e in entries
+                if pid in (int(e[0]), int(e[2]) if len(e) >= 4 else -1) and start_time in (None, int(e[1]))
+            ]
             if match:
                 group = key[len(PROCS) :].split("/", 1)[1]
-                start_time = next(iter(match))[1]
-                view.set_observation(key, now, {"alive": sorted(alive - match)})
+                start_time = int(match[0][1])
+                view.set_observation(key, now, {"alive": [e for e in entries if e not in match]})
         return view.record_event(
             Event(
                 time=now,

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from functools import cache
+
+
+@cache
+def own_pid_namespace() -> int:
+    """Inode of this process's PID namespace (0 when /proc does not say)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
 
 def start_time(pid: int) -> int | None:
     """Field 22 of ``/proc/<pid>/stat`` (clock ticks after boot); ``None`` if gone or a zombie."""
@@ -20,3 +32,13 @@ def start_time(pid: int) -> int | None:
 def alive(pid: int, started: int) -> bool:
     """The same process still runs (a reused pid has another start time)."""
     return start_time(pid) == started
+
+
+def local_pid(pid: int, host_pid: int, pid_namespace: int) -> int | None:
+    """The pid under which this machine's /proc shows a workload process, or ``None`` when it cannot be
+    known (another PID namespace, and the limiter did not learn the host's pid)."""
+    if host_pid:
+        return host_pid
+    if pid_namespace in (0, own_pid_namespace()):
+        return pid
+    return None

@@ -18,10 +18,12 @@ from hami_devices.models import DeviceHandle, group_key
 
 @dataclass(frozen=True)
 class ProcessReading:
-    pid: int
+    pid: int  # in the workload's own PID namespace
     start_time: int
     alive: bool
     memory_used_bytes: int
+    host_pid: int = 0  # as this machine's /proc numbers it, where the limiter knows it (0: unknown)
+    pid_namespace: int = 0  # inode of the workload's PID namespace (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class RegionReader:
             if record.device >= len(slots):
                 continue
             mine = [
-                ProcessReading(p.pid, p.start_time, p.alive, p.memory_used_bytes)
+                ProcessReading(p.pid, p.start_time, p.alive, p.memory_used_bytes, p.host_pid, p.pid_namespace)
                 for p in procs
                 if p.device == record.device
             ]
@@ -110,7 +112,7 @@ class RegionReader:
                 key = (p.pid, p.start_time)
                 held = per_process.get(key)
                 total = p.memory_used_bytes + (held.memory_used_bytes if held else 0)
-                per_process[key] = ProcessReading(p.pid, p.start_time, p.alive, total)
+                per_process[key] = ProcessReading(p.pid, p.start_time, p.alive, total, p.host_pid, p.pid_namespace)
         return RegionReading(handle.id, group_key(node, vendor), list(per_process.values()), grants)
 
     def close(self) -> None:

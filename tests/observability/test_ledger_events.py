@@ -157,3 +157,21 @@ def test_pruning_keeps_what_replay_and_reports_need(ledger: Ledger) -> None:
         view.prune(time.time() + 1)
         raise RuntimeError("rolled back")
     assert ledger.events() == events
+
+
+def test_gc_releases_and_orphan_removals_are_recorded(tmp_path: Path) -> None:
+    from hami_devices import limiter
+    from hami_devices.lifecycle import collect_garbage
+
+    ledger = SqliteLedger(tmp_path / "ledger.db")
+    devices = simulated(ledger, t4_node(1))
+    idle = hd.allocate(devices, {"parts": [{"memory_mib": 64}]}, metadata={"pod": "gone"})
+    orphan = limiter.region_dir() / "leftover.region"
+    orphan.write_bytes(b"not a region")
+    report = collect_garbage(ledger, {}, grace_s=0, now=time.time() + 120)
+    assert {a.target for a in report.actions if a.done} >= {idle.id, str(orphan)}
+    released, removed = ledger.events(kinds=[EventKind.RELEASED, EventKind.REGION_REMOVED])
+    assert released.allocation_id == idle.id and released.data["reason"].startswith("gc: no live workload process")
+    assert released.data["metadata"] == {"pod": "gone"}
+    assert removed.data["path"] == str(orphan)
+    ledger.close()

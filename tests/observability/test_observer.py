@@ -133,3 +133,12 @@ def test_health_changes_are_recorded_once() -> None:
     (back,) = observer.observe(sampler.snapshot())
     assert (back.data["from"], back.data["to"]) == ("unhealthy", "healthy")
     sampler.close()
+
+
+def test_a_process_is_checked_under_the_pid_this_machine_gives_it() -> None:
+    from hami_devices.observability import procs
+
+    mine = procs.own_pid_namespace()
+    assert procs.local_pid(7, 4242, mine + 1) == 4242  # the limiter learnt the host's pid
+    assert procs.local_pid(7, 0, mine) == 7  # same namespace: the pid is ours
+    assert procs.local_pid(7, 0, mine + 1) is None  # a container's pid alone says nothing here
