@@ -10,10 +10,16 @@ inside the ledger transaction, so a placement that went stale is refused and
 nothing races past a limit.  Hardware side effects (partitions, limiter
 regions) happen inside that transaction too and are undone if anything after
 them fails.
+
+Every grant, refusal, release and eviction is recorded as a lifecycle event
+(``hami_devices.ledger.lifecycle``): grants, releases and evictions in the same
+ledger transaction as the change, so the event log and the allocations agree
+after any crash; a refusal changes nothing, so its event is written on its own.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -22,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from hami_devices.accounting import evaluate, usage_of
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
-from hami_devices.ledger import Ledger, LedgerView
+from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
@@ -33,6 +39,8 @@ if TYPE_CHECKING:
 
     from hami_devices.adapter import VendorAdapter
     from hami_devices.device import Device
+
+log = logging.getLogger(__name__)
 
 
 def coerce_request(request: ResourceRequest | Mapping[str, Any]) -> ResourceRequest:
@@ -65,6 +73,7 @@ def allocate(
     *,
     policy: Policy | str | None = None,
     policies: str | Path | None = None,
+    metadata: Mapping[str, str] | None = None,
     handle_id: str | None = None,
 ) -> DeviceHandle:
     """Grant ``request`` on ``devices``, all parts or none; ``Placement.grants == handle.grants``.
@@ -72,6 +81,9 @@ def allocate(
     A request is placed by the engine with ``policy`` (default: the configuration's
     ``scheduler.policy``); a ``Placement`` is committed exactly as ranked, or refused
     with ``InsufficientResources`` (``permanent=False``) if it no longer fits.
+    ``metadata`` is the workload's identity (workload, namespace, pod, container,
+    queue, owner, ...): kept on the handle and in the ledger, and carried by its
+    events, the exporter's labels and the usage reports.
     ``handle_id`` fixes the allocation's id (default: a new one), so a caller that
     retries (a kubelet plugin) can find what an earlier attempt committed; an id that
     is already live is refused with ``InvalidRequest`` and nothing is granted.
@@ -88,23 +100,31 @@ def allocate(
             raise InvalidRequest(
                 "parts", "hd.allocate grants devices; place a host-only request with Engine.schedule"
             )
-    with ledger.transaction() as view:
-        if handle_id is not None and _live(view, handle_id):
-            raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
-        if isinstance(request, Placement):
-            placement = request
-        else:
-            placement = engine_for(devices, view.handles(), policy=policy, policies=policies).place(request)
-        grants = _verified(placement, devices, view)
-        fresh = DeviceHandle(request=placement.request, grants=grants)
-        if handle_id is not None:
-            fresh = fresh.model_copy(update={"id": handle_id})
-        handle = _realise(fresh, adapters)
-        try:
-            view.add(handle)
-        except BaseException:
-            _undo(handle, adapters)
-            raise
+    identity = dict(metadata or {})
+    try:
+        with ledger.transaction() as view:
+            if handle_id is not None and _live(view, handle_id):
+                raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
+            if isinstance(request, Placement):
+                placement = request
+            else:
+                placement = engine_for(devices, view.handles(), policy=policy, policies=policies).place(request)
+            grants = _verified(placement, devices, view)
+            fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity)
+            if handle_id is not None:
+                fresh = fresh.model_copy(update={"id": handle_id})
+            handle = _realise(fresh, adapters)
+            try:
+                view.add(handle)
+                memory = {d.uuid: d.info.memory_mib for d in devices if d.uuid in handle.uuids}
+                view.record_event(lifecycle.granted(handle, memory, placement.policy))
+            except BaseException:
+                _undo(handle, adapters)
+                raise
+    except InsufficientResources as refusal:
+        asked = request.request if isinstance(request, Placement) else request
+        _record_refusal(ledger, asked, refusal, identity)
+        raise
     handle._ledger = ledger
     handle._adapters = adapters
     return handle
@@ -116,6 +136,16 @@ def _live(view: LedgerView, handle_id: str) -> bool:
     except UnknownAllocation:
         return False
     return True
+
+
+def _record_refusal(
+    ledger: Ledger, request: ResourceRequest, refusal: InsufficientResources, metadata: Mapping[str, str]
+) -> None:
+    """Record a refusal; the caller gets the refusal even if the ledger cannot take the event."""
+    try:
+        ledger.record_event(lifecycle.refused(request, refusal, metadata))
+    except Exception:  # the refusal is the answer; a lost event is logged, never raised in its place
+        log.exception("could not record the refusal event")
 
 
 def _verified(placement: Placement, devices: Sequence[Device], view: LedgerView) -> list[Grant]:
@@ -194,12 +224,13 @@ def release(
     *,
     ledger: Ledger | None = None,
     adapters: Mapping[str, VendorAdapter] | None = None,
+    reason: str | None = None,
 ) -> DeviceHandle:
     """Release exactly this allocation: ``hd.release(handle)`` after ``hd.allocate``.
 
     A handle read back from JSON, or a bare id, needs the ``ledger`` it lives in.
     ``UnknownAllocation`` if it is not live (a second release is an error, never a
-    silent double free).
+    silent double free).  ``reason`` is kept on the ``allocation.released`` event.
     """
     if ledger is None and isinstance(handle, DeviceHandle):
         ledger = handle._ledger
@@ -207,16 +238,26 @@ def release(
         raise InvalidRequest("ledger", "name the ledger the allocation lives in (hd.release(handle, ledger=...))")
     if adapters is None and isinstance(handle, DeviceHandle):
         adapters = handle._adapters
-    return release_from(ledger, handle, adapters or {})
+    return release_from(ledger, handle, adapters or {}, reason=reason)
 
 
 def release_from(
-    ledger: Ledger, handle: DeviceHandle | str, adapters: Mapping[str, VendorAdapter]
+    ledger: Ledger,
+    handle: DeviceHandle | str,
+    adapters: Mapping[str, VendorAdapter],
+    *,
+    reason: str | None = None,
+    evicted_by: str | None = None,
 ) -> DeviceHandle:
-    """Remove exactly this allocation from ``ledger``; ``UnknownAllocation`` if it is not live."""
+    """Remove exactly this allocation from ``ledger``; ``UnknownAllocation`` if it is not live.
+
+    The ``allocation.released`` event (``allocation.evicted`` when ``evicted_by``
+    names the reclaimer) commits with the removal, carrying ``reason``.
+    """
     handle_id = handle if isinstance(handle, str) else handle.id
     with ledger.transaction() as view:
         removed = view.remove(handle_id)
+        view.record_event(lifecycle.ended(removed, reason=reason, evicted_by=evicted_by))
         missing = {g.vendor for g in removed.grants} - set(adapters)
         resolved = dict(adapters)
         if missing:
@@ -225,3 +266,21 @@ def release_from(
             resolved.update({vendor: adapter_for(vendor) for vendor in missing})
         _undo(removed, resolved)
     return removed
+
+
+def evict(
+    ledger: Ledger,
+    handle: DeviceHandle | str,
+    *,
+    reclaimer: str,
+    reason: str,
+    adapters: Mapping[str, VendorAdapter] | None = None,
+) -> DeviceHandle:
+    """Take an allocation back for someone else: a release recorded as ``allocation.evicted``.
+
+    ``reclaimer`` names who needed the capacity (a queue, a request); ``reason`` says
+    why (e.g. ``"reclaim: queue a over its guarantee"``).
+    """
+    if not reclaimer:
+        raise InvalidRequest("reclaimer", "name who reclaims the allocation")
+    return release_from(ledger, handle, adapters or {}, reason=reason, evicted_by=reclaimer)

@@ -168,3 +168,7 @@ class AmbiguousEnvironment(HamiError):
 
 class LimiterError(HamiError):
     """The native limiter could not create, open or read a shared region."""
+
+
+class LedgerSchemaError(HamiError):
+    """A ledger file written by a newer release (its schema version is unknown here), or not a ledger."""

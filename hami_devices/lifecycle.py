@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from hami_devices import limiter
 from hami_devices.errors import InvalidRequest, LimiterError, UnknownAllocation
+from hami_devices.ledger.events import Event, EventKind
 from hami_devices.models import DeviceHandle
 
 if TYPE_CHECKING:
@@ -221,11 +222,11 @@ def _release(
         report.kept.append((handle.id, _why_kept(again, 0.0) or "changed while collecting"))
         return
     try:
-        release_from(ledger, handle.id, adapters)
+        # the allocation.released event commits with the release and carries why gc took it
+        release_from(ledger, handle.id, adapters, reason=f"gc: {reason}")
     except UnknownAllocation as exc:  # released by someone else meanwhile
         report.actions.append(GcAction("release", handle.id, reason, done=False, error=str(exc)))
         return
-    # EVENTS: allocation.gc_released {handle_id, reason, age_s, devices}
     logger.info("released allocation %s: %s", handle.id, reason)
     report.actions.append(GcAction("release", handle.id, reason, done=True))
 
@@ -306,7 +307,8 @@ def collect_garbage(
         except OSError as exc:
             report.actions.append(GcAction("remove-region", str(path), reason, done=False, error=exc.strerror))
             continue
-        # EVENTS: region.orphan_removed {path, reason}
+        # after the fact: a file removal is no ledger change to share a transaction with
+        ledger.record_event(Event(kind=EventKind.REGION_REMOVED, data={"path": str(path), "reason": reason}))
         logger.info("removed region file %s: %s", path, reason)
         report.actions.append(GcAction("remove-region", str(path), reason, done=True))
     return report

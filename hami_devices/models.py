@@ -316,6 +316,10 @@ class DeviceHandle(HamiModel):
         default_factory=dict, description="'node/vendor' -> limiter shared-region file of that group"
     )
     created_at: float = Field(default_factory=time.time)
+    metadata: dict[str, str] = Field(
+        default_factory=dict,
+        description="the caller's workload identity (workload, namespace, pod, container, queue, owner, ...)",
+    )
     # Where hd.allocate recorded it, so hd.release(handle) needs nothing else; not serialised.
     _ledger: Any = PrivateAttr(default=None)
     _adapters: Any = PrivateAttr(default=None)
@@ -338,6 +342,15 @@ class DeviceHandle(HamiModel):
             (k if "/" in k else group_key(node_of.get(k) or "localhost", k)): v for k, v in regions.items()
         }
         return data
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_keys(cls, metadata: dict[str, str]) -> dict[str, str]:
+        # Keys become label names and CSV columns downstream; an empty or padded key would be unaddressable.
+        for key in metadata:
+            if not key or key != key.strip():
+                raise ValueError(f"metadata key {key!r} must be non-empty with no surrounding spaces")
+        return metadata
 
     def __eq__(self, other: object) -> bool:
         """Equal when the allocations are; where a handle was recorded (its ledger) is not part of it."""
@@ -405,6 +418,7 @@ class AllocationUsage(HamiModel):
     handle_id: str
     memory_limit_mib: int
     cores_limit: int
+    metadata: dict[str, str] = Field(default_factory=dict, description="the allocation's workload identity")
     memory_used_mib: MetricValue = NOT_AVAILABLE
     utilization_pct: MetricValue = NOT_AVAILABLE
     processes: list[ProcessUsage] = Field(default_factory=list)

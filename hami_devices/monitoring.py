@@ -54,6 +54,7 @@ def build_metrics(device: Device) -> Metrics:
             allocations.append(
                 AllocationUsage(
                     handle_id=handle.id,
+                    metadata=handle.metadata,
                     memory_limit_mib=grant.memory_mib,
                     cores_limit=grant.cores,
                     memory_used_mib=used,

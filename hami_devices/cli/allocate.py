@@ -33,6 +33,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--task-type", default="batch", choices=["training", "inference", "batch", "interactive"])
     parser.add_argument("--name", help="task name")
     parser.add_argument("--policy", help="placement policy (default: scheduler.policy of --config, else binpack)")
+    parser.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="workload identity kept with the allocation, e.g. --meta pod=web-0 --meta namespace=prod "
+        "(workload, namespace, pod, container, queue, owner become exporter labels; repeatable)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -60,18 +68,31 @@ def _request_from(args: argparse.Namespace) -> ResourceRequest:
     return ResourceRequest(name=args.name, task_type=args.task_type, parts=[part])
 
 
+def metadata_from(pairs: list[str]) -> dict[str, str]:
+    metadata: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidRequest("--meta", f"expected KEY=VALUE, got {pair!r}")
+        metadata[key.strip()] = value
+    return metadata
+
+
 def run(args: argparse.Namespace) -> int:
     request = _request_from(args)
+    metadata = metadata_from(args.meta)
     ledger = ledger_from(args)
     try:
         devices = devices_from(args, ledger)
-        handle = allocate(devices, request, policy=args.policy)
+        handle = allocate(devices, request, policy=args.policy, metadata=metadata)
     finally:
         ledger.close()
     if args.json:
         emit_json(handle.model_dump(mode="json"))
         return 0
     print(f"allocation {handle.id}")
+    if handle.metadata:
+        print("metadata: " + " ".join(f"{k}={v}" for k, v in sorted(handle.metadata.items())))
     print_table(
         ["NODE", "DEVICE", "MODEL", "MEM_MIB", "CORES", "PARTITION"],
         [[g.node, g.uuid, g.model, g.memory_mib, g.cores, g.partition or "-"] for g in handle.grants],

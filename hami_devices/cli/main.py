@@ -25,6 +25,9 @@ VERB_MODULES = (
     "dra",
     "extender",
     "ray",
+    "exporter",
+    "events",
+    "usage",
 )
 
 

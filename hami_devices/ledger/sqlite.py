@@ -4,23 +4,35 @@ Allocations survive a restart of the managing process.  ``BEGIN IMMEDIATE``
 takes SQLite's write lock before the capacity check reads anything, which
 serialises allocators across threads and processes: the check-then-insert
 cannot interleave with another writer.
+
+The file carries its schema version in ``PRAGMA user_version``
+(``SCHEMA_VERSION``); opening an older file migrates it in one transaction, and
+a file from a newer release is refused with ``LedgerSchemaError`` rather than
+misread.  Version 1 is the original allocations and grants; version 2 adds the
+event log, the observers' last-seen state and the usage samples.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from hami_devices.errors import UnknownAllocation
+from hami_devices.errors import LedgerSchemaError, UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
+from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.models import DeviceHandle, Grant
 
-SCHEMA = """
+SCHEMA_VERSION = 2
+"""``PRAGMA user_version`` of a ledger this release writes; readers check it before anything else."""
+
+_SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS allocations (
     id TEXT PRIMARY KEY,
     body TEXT NOT NULL,
@@ -33,6 +45,55 @@ CREATE TABLE IF NOT EXISTS grants (
 );
 CREATE INDEX IF NOT EXISTS grants_by_uuid ON grants(uuid);
 """
+
+# AUTOINCREMENT: a seq is never reused, even after old events are pruned, so a follower
+# that remembers the last seq it printed can never skip or repeat one.
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    kind TEXT NOT NULL,
+    allocation_id TEXT,
+    uuid TEXT,
+    node TEXT,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_allocation ON events(allocation_id, seq);
+CREATE INDEX IF NOT EXISTS events_by_time ON events(time);
+CREATE TABLE IF NOT EXISTS observations (
+    key TEXT PRIMARY KEY,
+    observed_at REAL NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS usage (
+    bucket REAL NOT NULL,
+    allocation_id TEXT NOT NULL,
+    uuid TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    memory_mib_seconds REAL NOT NULL,
+    utilization_seconds REAL NOT NULL,
+    utilization_ratio_seconds REAL NOT NULL,
+    PRIMARY KEY (bucket, allocation_id, uuid)
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+"""Version -> the DDL that brings a file from the version before it (idempotent)."""
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The file's schema version; 1 for files written before versions were recorded."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version == 0 and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'allocations'").fetchone():
+        return 1
+    return version
+
+
+def _event_from_row(row: Sequence[Any]) -> Event:
+    seq, at, kind, allocation_id, uuid, node, data = row
+    return Event.model_construct(
+        seq=seq, time=at, kind=kind, allocation_id=allocation_id, uuid=uuid, node=node, data=json.loads(data)
+    )
 
 
 class _SqliteView(LedgerView):
@@ -69,6 +130,105 @@ class _SqliteView(LedgerView):
         rows = self._conn.execute("SELECT body FROM allocations ORDER BY created_at, id").fetchall()
         return [DeviceHandle.model_validate_json(r[0]) for r in rows]
 
+    def handle_ids(self) -> list[str]:
+        return [r[0] for r in self._conn.execute("SELECT id FROM allocations ORDER BY created_at, id")]
+
+    def record_event(self, event: Event) -> Event:
+        cursor = self._conn.execute(
+            "INSERT INTO events (time, kind, allocation_id, uuid, node, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (event.time, event.kind, event.allocation_id, event.uuid, event.node, json.dumps(event.data)),
+        )
+        return event.model_copy(update={"seq": cursor.lastrowid})
+
+    def events(
+        self,
+        *,
+        after_seq: int = 0,
+        since: float | None = None,
+        until: float | None = None,
+        allocation_id: str | None = None,
+        kinds: Collection[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        where: list[str] = ["seq > ?"]
+        args: list[Any] = [after_seq]
+        if since is not None:
+            where.append("time >= ?")
+            args.append(since)
+        if until is not None:
+            where.append("time < ?")
+            args.append(until)
+        if allocation_id is not None:
+            where.append("allocation_id = ?")
+            args.append(allocation_id)
+        if kinds is not None:
+            kinds = list(kinds)
+            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            args.extend(kinds)
+        sql = f"SELECT seq, time, kind, allocation_id, uuid, node, data FROM events WHERE {' AND '.join(where)}"
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [_event_from_row(r) for r in self._conn.execute(sql, args)]
+
+    def last_seq(self) -> int:
+        return int(self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+
+    def prune(self, before: float) -> int:
+        lifecycle = (EventKind.GRANTED, EventKind.RELEASED, EventKind.EVICTED)
+        cursor = self._conn.execute(
+            "DELETE FROM events WHERE time < ? AND (kind NOT IN (?, ?, ?) OR allocation_id IN "
+            "(SELECT allocation_id FROM events WHERE kind IN (?, ?) AND time < ?))",
+            (before, *lifecycle, EventKind.RELEASED, EventKind.EVICTED, before),
+        )
+        self._conn.execute("DELETE FROM usage WHERE bucket + ? <= ?", (USAGE_BUCKET_SECONDS, before))
+        return int(cursor.rowcount)
+
+    def observations(self, prefix: str) -> dict[str, tuple[float, Any]]:
+        # A range scan on the primary key; LIKE would need escaping of the key's own % and _.
+        rows = self._conn.execute(
+            "SELECT key, observed_at, value FROM observations WHERE key >= ? AND key < ?",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return {key: (at, json.loads(value)) for key, at, value in rows}
+
+    def set_observation(self, key: str, observed_at: float, value: Any | None) -> None:
+        if value is None:
+            self._conn.execute("DELETE FROM observations WHERE key = ?", (key,))
+            return
+        self._conn.execute(
+            "INSERT INTO observations (key, observed_at, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET observed_at = excluded.observed_at, value = excluded.value",
+            (key, observed_at, json.dumps(value)),
+        )
+
+    def add_usage(self, samples: Sequence[UsageSample]) -> None:
+        self._conn.executemany(
+            "INSERT INTO usage (bucket, allocation_id, uuid, seconds, memory_mib_seconds, utilization_seconds, "
+            "utilization_ratio_seconds) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(bucket, allocation_id, uuid) "
+            "DO UPDATE SET seconds = seconds + excluded.seconds, "
+            "memory_mib_seconds = memory_mib_seconds + excluded.memory_mib_seconds, "
+            "utilization_seconds = utilization_seconds + excluded.utilization_seconds, "
+            "utilization_ratio_seconds = utilization_ratio_seconds + excluded.utilization_ratio_seconds",
+            [
+                (
+                    s.bucket, s.allocation_id, s.uuid, s.seconds, s.memory_mib_seconds,
+                    s.utilization_seconds, s.utilization_ratio_seconds,
+                )
+                for s in samples
+            ],
+        )
+
+    def usage(self, since: float, until: float) -> list[UsageSample]:
+        rows = self._conn.execute(
+            "SELECT bucket, allocation_id, uuid, seconds, memory_mib_seconds, utilization_seconds, "
+            "utilization_ratio_seconds FROM usage WHERE bucket < ? AND bucket > ? "
+            "ORDER BY bucket, allocation_id, uuid",
+            (until, since - USAGE_BUCKET_SECONDS),
+        )
+        return [UsageSample(*row) for row in rows]
+
 
 class SqliteLedger(Ledger):
     """One connection per thread; safe across threads and processes."""
@@ -93,7 +253,7 @@ class SqliteLedger(Ledger):
         while True:
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(SCHEMA)
+                self._migrate(conn)
                 return
             except sqlite3.OperationalError as exc:
                 busy = "locked" in str(exc) or "busy" in str(exc)
@@ -101,11 +261,37 @@ class SqliteLedger(Ledger):
                     raise
                 time.sleep(random.uniform(0.005, 0.05))
 
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Bring the file to ``SCHEMA_VERSION`` in one transaction (two openers cannot both migrate)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = schema_version(conn)
+            if version > SCHEMA_VERSION:
+                raise LedgerSchemaError(
+                    f"ledger {self.path} has schema version {version}; this release reads up to {SCHEMA_VERSION}"
+                )
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            if version != SCHEMA_VERSION or int(conn.execute("PRAGMA user_version").fetchone()[0]) == 0:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @property
+    def schema_version(self) -> int:
+        return schema_version(self._connection())
+
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves.
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
+            # Each thread uses only its own connection; check_same_thread=False lets close() (on
+            # whichever thread shuts the ledger down) close them all, e.g. an exporter's collector threads'.
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
@@ -123,6 +309,17 @@ class SqliteLedger(Ledger):
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    @contextmanager
+    def reading(self) -> Iterator[LedgerView]:
+        """A read transaction: one consistent snapshot (WAL), without taking the write lock."""
+        conn = self._connection()
+        conn.execute("BEGIN DEFERRED")
+        try:
+            yield _SqliteView(conn)
+        finally:
+            if conn.in_transaction:
+                conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:

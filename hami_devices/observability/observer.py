@@ -1,0 +1,300 @@
+"""Turn polled readings into lifecycle events and usage samples, each transition recorded exactly once.
+
+What an observer saw last is kept in the ledger (``observations``), and the
+events for the differences are written in the same transaction as the new
+state.  Two observers (an exporter and an ``events --follow --observe``, or two
+exporters) therefore never record one transition twice, and a snapshot older
+than the state already recorded is not applied (it would "restart" a process
+that a newer snapshot saw exit).
+
+Polling sees what is alive at each pass: a process that starts and exits
+between two passes is not seen.  A launcher that waits for its workload knows
+better, and tells with ``record_process_exit`` (with the exit status).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hami_devices.ledger import Event, EventKind, Ledger, LedgerView, UsageSample
+from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, bucket_of
+from hami_devices.models import DeviceHandle
+from hami_devices.observability import procs
+from hami_devices.observability.regions import GrantReading, RegionReading
+from hami_devices.observability.snapshot import LIMITER, Snapshot
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+PROCS = "procs/"
+HEALTH = "health/"
+
+Identity = tuple[int, int]  # (pid, start time): a reused pid is another process
+
+
+def _procs_key(handle_id: str, group: str) -> str:
+    return f"{PROCS}{handle_id}/{group}"
+
+
+def _handle_of(key: str) -> str:
+    return key[len(PROCS) :].split("/", 1)[0]
+
+
+def _identities(value: Any) -> set[Identity]:
+    return {(int(entry[0]), int(entry[1])) for entry in value.get("alive", [])}
+
+
+def _local_pids(value: Any) -> dict[Identity, int | None]:
+    """Each process last seen alive -> its pid in this machine's /proc (``None``: cannot be known)."""
+    found: dict[Identity, int | None] = {}
+    for entry in value.get("alive", []):
+        pid, start = int(entry[0]), int(entry[1])
+        host_pid, namespace = (int(entry[2]), int(entry[3])) if len(entry) >= 4 else (0, 0)
+        found[(pid, start)] = procs.local_pid(pid, host_pid, namespace)
+    return found
+
+
+def split_sample(
+    handle_id: str, uuid: str, start: float, end: float, reading: GrantReading
+) -> list[UsageSample]:
+    """One reading held over ``(start, end]``, cut at usage-bucket boundaries."""
+    samples: list[UsageSample] = []
+    t = start
+    while t < end:
+        bucket = bucket_of(t)
+        stop = min(end, bucket + USAGE_BUCKET_SECONDS)
+        dt = stop - t
+        measured = reading.utilization_ratio is not None
+        samples.append(
+            UsageSample(
+                bucket=bucket,
+                allocation_id=handle_id,
+                uuid=uuid,
+                seconds=dt,
+                memory_mib_seconds=reading.memory_used_bytes / MIB * dt,
+                utilization_seconds=dt if measured else 0.0,
+                utilization_ratio_seconds=(reading.utilization_ratio or 0.0) * dt if measured else 0.0,
+            )
+        )
+        t = stop
+    return samples
+
+
+class Observer:
+    """Records process starts and exits, health changes and usage samples from snapshots.
+
+    ``max_gap_s``: a stretch between two observations longer than this (the
+    observer was not running) is not counted as measured usage.
+    """
+
+    def __init__(self, ledger: Ledger, *, max_gap_s: float = 120.0) -> None:
+        self.ledger = ledger
+        self.max_gap_s = max_gap_s
+
+    def observe(self, snapshot: Snapshot) -> list[Event]:
+        recorded: list[Event] = []
+        with self.ledger.transaction() as view:
+            if snapshot.handles is not None and snapshot.up(LIMITER):
+                recorded += self._processes(view, snapshot)
+            recorded += self._health(view, snapshot)
+        return recorded
+
+    # ---- processes and usage ----
+
+    def _processes(self, view: LedgerView, snapshot: Snapshot) -> list[Event]:
+        events: list[Event] = []
+        handles = {h.id: h for h in snapshot.handles or []}
+        state = view.observations(PROCS)
+        samples: list[UsageSample] = []
+        for region in snapshot.regions:
+            key = _procs_key(region.handle_id, region.group)
+            previous = state.pop(key, None)
+            if previous is not None and previous[0] >= snapshot.time:
+                continue  # a newer snapshot was recorded already
+            handle = handles.get(region.handle_id)
+            events += self._process_changes(view, region, handle, previous, snapshot.time)
+            alive = sorted({(p.pid, p.start_time, p.host_pid, p.pid_namespace) for p in region.processes if p.alive})
+            view.set_observation(key, snapshot.time, {"alive": alive})
+            since = previous[0] if previous is not None else (handle.created_at if handle else snapshot.time)
+            if 0 < snapshot.time - since <= self.max_gap_s:
+                for uuid, reading in region.grants.items():
+                    samples += split_sample(region.handle_id, uuid, since, snapshot.time, reading)
+        view.add_usage(samples)
+        live = set(view.handle_ids())
+        for key, previous in state.items():
+            if _handle_of(key) in live or previous[0] >= snapshot.time:
+                continue  # still allocated (its region was just not readable now), or newer state exists
+            events += self._released_processes(view, key, previous[1], snapshot.time)
+        return events
+
+    def _process_changes(
+        self,
+        view: LedgerView,
+        region: RegionReading,
+        handle: DeviceHandle | None,
+        previous: tuple[float, Any] | None,
+        now: float,
+    ) -> list[Event]:
+        before = _identities(previous[1]) if previous is not None else set()
+        current = {(p.pid, p.start_time): p for p in region.processes}
+        alive = {ident for ident, p in current.items() if p.alive}
+        node = region.group.split("/", 1)[0]
+        metadata = dict(handle.metadata) if handle else {}
+        events = []
+        for pid, start in sorted(alive - before):
+            events.append(
+                view.record_event(
+                    Event(
+                        time=now,
+                        kind=EventKind.PROCESS_STARTED,
+                        allocation_id=region.handle_id,
+                        node=node,
+                        data={"pid": pid, "start_time": start, "group": region.group, "metadata": metadata},
+                    )
+                )
+            )
+        for pid, start in sorted(before - alive):
+            slot = current.get((pid, start))
+            data: dict[str, Any] = {"pid": pid, "start_time": start, "group": region.group, "exit_status": None}
+            if slot is not None:
+                data["memory_held_bytes"] = slot.memory_used_bytes  # not yet reclaimed from the region
+            data["metadata"] = metadata
+            events.append(
+                view.record_event(
+                    Event(time=now, kind=EventKind.PROCESS_EXITED, allocation_id=region.handle_id, node=node,
+                          data=data)
+                )
+            )
+        return events
+
+    def _released_processes(self, view: LedgerView, key: str, value: Any, now: float) -> list[Event]:
+        """The allocation is gone (and its region with it): ask the kernel about the processes last seen.
+
+        A process in another PID namespace whose host pid the limiter did not learn cannot be checked:
+        it is no longer followed (and no exit is invented for it).
+        """
+        group = key[len(PROCS) :].split("/", 1)[1]
+        events = []
+        remaining = []
+        for (pid, start), local in sorted(_local_pids(value).items()):
+            if local is None:
+                log.info("process %s of released allocation %s: cannot follow it across PID namespaces", pid, key)
+                continue
+            if procs.alive(local, start):
+                remaining.append(next(e for e in value["alive"] if int(e[0]) == pid and int(e[1]) == start))
+                continue
+            events.append(
+                view.record_event(
+                    Event(
+                        time=now,
+                        kind=EventKind.PROCESS_EXITED,
+                        allocation_id=_handle_of(key),
+                        node=group.split("/", 1)[0],
+                        data={"pid": pid, "start_time": start, "group": group, "exit_status": None,
+                              "after_release": True},
+                    )
+                )
+            )
+        view.set_observation(key, now, {"alive": remaining} if remaining else None)
+        return events
+
+    # ---- health ----
+
+    def _health(self, view: LedgerView, snapshot: Snapshot) -> list[Event]:
+        state = view.observations(HEALTH)
+        events = []
+        for device in snapshot.devices:
+            readings = snapshot.readings.get(device.uuid)
+            if readings is None:
+                continue  # its vendor did not answer: nothing is known, nothing changes
+            key = f"{HEALTH}{device.uuid}"
+            previous = state.get(key)
+            if previous is not None and previous[0] >= snapshot.time:
+                continue
+            health = str(readings.health or device.info.health)
+            before = previous[1]["health"] if previous is not None else None
+            if health != before and (before is not None or health != "healthy"):
+                events.append(
+                    view.record_event(
+                        Event(
+                            time=snapshot.time,
+                            kind=EventKind.HEALTH_CHANGED,
+                            uuid=device.uuid,
+                            node=device.info.node,
+                            data={"from": before, "to": health, "vendor": device.info.vendor,
+                                  "model": device.info.model},
+                        )
+                    )
+                )
+            view.set_observation(key, snapshot.time, {"health": health})
+        return events
+
+
+def record_process_exit(
+    ledger: Ledger,
+    allocation_id: str,
+    pid: int,
+    *,
+    exit_status: int | None,
+    start_time: int | None = None,
+    at: float | None = None,
+) -> Event:
+    """A launcher that waited for its workload process records how it ended (``exit_status``: the
+    process's status, negative for a signal, as ``subprocess`` reports it).
+
+    The observer's state forgets the process in the same transaction, so the exit is recorded once.
+    """
+    now = time.time() if at is None else at
+    with ledger.transaction() as view:
+        group = None
+        for key, (_, value) in view.observations(f"{PROCS}{allocation_id}/").items():
+            # The launcher knows the pid its own /proc gives: the workload's, or the host's for a container.
+            entries = [list(e) for e in value.get("alive", [])]
+            match = [
+                e for e in entries
+                if pid in (int(e[0]), int(e[2]) if len(e) >= 4 else -1) and start_time in (None, int(e[1]))
+            ]
+            if match:
+                group = key[len(PROCS) :].split("/", 1)[1]
+                start_time = int(match[0][1])
+                view.set_observation(key, now, {"alive": [e for e in entries if e not in match]})
+        return view.record_event(
+            Event(
+                time=now,
+                kind=EventKind.PROCESS_EXITED,
+                allocation_id=allocation_id,
+                node=group.split("/", 1)[0] if group else None,
+                data={"pid": pid, "start_time": start_time, "group": group, "exit_status": exit_status,
+                      "reported_by": "launcher"},
+            )
+        )
+
+
+def record_limiter_refusals(
+    ledger: Ledger, allocation_id: str, uuid: str, count: int, *, window_s: float, kind: str = "memory"
+) -> Event:
+    """A burst of ``count`` limiter refusals (``kind``: memory or compute) on one grant within ``window_s``;
+    counted by ``hami_limiter_refusals_total``."""
+    return ledger.record_event(
+        Event(
+            kind=EventKind.LIMITER_REFUSALS,
+            allocation_id=allocation_id,
+            uuid=uuid,
+            data={"count": count, "window_s": window_s, "refusal": kind},
+        )
+    )
+
+
+def observe_forever(
+    observer: Observer, take: Callable[[], Snapshot], interval_s: float, stop: threading.Event
+) -> None:
+    """Observe every ``interval_s`` until ``stop`` is set; a failed pass is logged and the next one tries again."""
+    while not stop.wait(interval_s):
+        try:
+            observer.observe(take())
+        except Exception:  # a locked ledger or a vanished region must not end the observer thread
+            log.exception("observation pass failed")

@@ -1,0 +1,125 @@
+"""The exporter process: ``/metrics`` over HTTP, plus the observer loop that records transitions and samples."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from hami_devices.device import Device
+from hami_devices.errors import InvalidRequest
+from hami_devices.ledger import Ledger
+from hami_devices.observability.exposition import CONTENT_TYPE, TextRenderer
+from hami_devices.observability.observer import Observer, observe_forever
+from hami_devices.observability.snapshot import Sampler
+
+log = logging.getLogger(__name__)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9400`` for IPv6) or ``:PORT`` (all interfaces)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InvalidRequest("--listen", f"expected HOST:PORT, got {text!r}")
+    return (host.strip("[]") or "0.0.0.0"), int(port)
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a slow client never holds up shutdown
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return None  # one access line per scrape would flood the exporter's log
+
+
+@dataclass
+class Exporter:
+    """A running exporter; ``port`` is the bound one (useful with port 0).  ``stop()`` shuts it down."""
+
+    sampler: Sampler
+    port: int = 0
+    renderer: TextRenderer = field(default_factory=TextRenderer)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _server: WSGIServer | None = None
+
+    def scrape(self) -> bytes:
+        """One scrape's body: a fresh snapshot in the text format."""
+        return self.renderer.render(self.sampler.snapshot())
+
+    def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The WSGI application: ``/metrics`` (gzip when the scraper accepts it, as Prometheus does)."""
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"only /metrics is served\n"]
+        body = self.scrape()
+        headers = [("Content-Type", CONTENT_TYPE)]
+        if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
+            body = gzip.compress(body, compresslevel=1)  # level 1: most of the size win for a fraction of the CPU
+            headers.append(("Content-Encoding", "gzip"))
+        start_response("200 OK", headers)
+        return [body]
+
+    def request_stop(self) -> None:
+        """Ask ``wait()`` to return (safe from a signal handler); ``stop()`` then shuts down."""
+        self._stop.set()
+
+    def wait(self) -> None:
+        self._stop.wait()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.sampler.close()
+
+
+def start(
+    devices: Sequence[Device],
+    ledger: Ledger,
+    *,
+    listen: str | None = "127.0.0.1:9400",
+    timeout_s: float = 5.0,
+    observe_interval_s: float = 15.0,
+) -> Exporter:
+    """Serve ``/metrics`` on ``listen`` (``None``: no server, for ``scrape()`` alone) and observe every
+    ``observe_interval_s`` seconds (0: never)."""
+    exporter = Exporter(Sampler(devices, ledger, timeout_s=timeout_s))
+    if listen is not None:
+        host, port = parse_listen(listen)
+        server_class = _Server6 if ":" in host else _Server
+        server = make_server(host, port, exporter.app, server_class=server_class, handler_class=_QuietHandler)
+        exporter._server = server
+        exporter.port = int(server.server_port)
+        thread = threading.Thread(target=server.serve_forever, name="hami-exporter-http", daemon=True)
+        thread.start()
+        exporter._threads.append(thread)
+    if observe_interval_s > 0:
+        observer = Observer(ledger, max_gap_s=max(120.0, 4 * observe_interval_s))
+        try:
+            observer.observe(exporter.sampler.snapshot())  # a baseline at once: transitions count from here
+        except Exception:
+            log.exception("first observation pass failed")
+        loop = threading.Thread(
+            target=observe_forever,
+            args=(observer, exporter.sampler.snapshot, observe_interval_s, exporter._stop),
+            name="hami-observer",
+            daemon=True,
+        )
+        loop.start()
+        exporter._threads.append(loop)
+    return exporter

@@ -1,0 +1,81 @@
+"""``hami-devices events --follow --observe``: a node agent without Prometheus, printing each event as it
+commits; and limiter refusal bursts reported by whoever counts them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import hami_devices as hd
+from hami_devices.ledger import EventKind, SqliteLedger
+from hami_devices.observability import server
+from hami_devices.observability.observer import record_limiter_refusals
+from tests.limiter.conftest import Drivers
+from tests.limiter.helpers import Env
+from tests.observability.helpers import CLI, cli_env, simulated, t4_node
+
+INVENTORY = {"nodes": [t4_node(1)]}
+
+
+def _next_event(follower: subprocess.Popen[str], deadline: float) -> dict[str, Any]:
+    assert follower.stdout is not None
+    line = follower.stdout.readline()
+    assert line and time.monotonic() < deadline, "the follower printed nothing"
+    event: dict[str, Any] = json.loads(line)
+    return event
+
+
+def test_follow_prints_events_as_they_commit_and_observes_the_node(
+    tmp_path: Path, drivers: Drivers, wenv: Env
+) -> None:
+    inventory = tmp_path / "inventory.yaml"
+    inventory.write_text(yaml.safe_dump(INVENTORY))
+    path = tmp_path / "ledger.db"
+    ledger = SqliteLedger(path)
+    follower = subprocess.Popen(
+        [*CLI, "events", "--ledger", str(path), "--follow", "--observe", "--json", "--interval", "0.2",
+         "--inventory", str(inventory)],
+        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    try:
+        time.sleep(0.5)  # let it start following (it prints only what commits from now on)
+        devices = simulated(ledger, t4_node(1))
+        handle = hd.allocate(devices, {"parts": [{"memory_mib": 64}]}, metadata={"pod": "agent-0"})
+        granted = _next_event(follower, deadline)
+        assert (granted["kind"], granted["allocation_id"]) == ("allocation.granted", handle.id)
+        holder = subprocess.Popen([str(drivers.cuda), "hold", str(8 << 20)],
+                                  env={**wenv.build(shim=None), **handle.env}, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline().startswith("READY")
+        started = _next_event(follower, deadline)
+        assert (started["kind"], started["data"]["pid"]) == ("process.started", holder.pid)
+        holder.kill()
+        holder.wait()
+        exited = _next_event(follower, deadline)
+        assert (exited["kind"], exited["data"]["pid"]) == ("process.exited", holder.pid)
+        hd.release(handle)
+        assert _next_event(follower, deadline)["kind"] == "allocation.released"
+    finally:
+        follower.kill()
+        follower.wait()
+        ledger.close()
+
+
+def test_limiter_refusal_bursts_are_events_and_counted() -> None:
+    ledger = hd.MemoryLedger()
+    devices = simulated(ledger, t4_node(1))
+    handle = hd.allocate(devices, {"parts": [{"memory_mib": 64}]})
+    uuid = handle.grants[0].uuid
+    record_limiter_refusals(ledger, handle.id, uuid, 120, window_s=10.0)
+    record_limiter_refusals(ledger, handle.id, uuid, 30, window_s=10.0, kind="compute")
+    (first, second) = ledger.events(kinds=[EventKind.LIMITER_REFUSALS])
+    assert (first.data["count"], second.data["refusal"]) == (120, "compute")
+    exporter = server.start(devices, ledger, listen=None, observe_interval_s=0)
+    text = exporter.scrape().decode()
+    exporter.stop()
+    assert f'hami_limiter_refusals_total{{uuid="{uuid}"}} 150.0' in text
