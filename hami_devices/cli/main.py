@@ -21,6 +21,7 @@ VERB_MODULES = (
     "simulate",
     "config",
     "conformance",
+    "queues",
 )
 
 
