@@ -2,13 +2,15 @@
 
 One *slot* per running task (priority, start, flags, leaf queue) and one row per
 grant (device row, MiB, cores, exclusive) and per host charge (node row, CPU,
-memory).  Released tasks leave a tombstone; the arrays are rebuilt when half
-are dead or when the cluster's device rows change.
+memory), in arrays that grow by doubling.  A released task leaves a dead slot;
+the arrays are rebuilt when half the slots are dead or when the cluster's device
+rows change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,9 +18,40 @@ import numpy.typing as npt
 from hami_devices.queueing.tasks import Task
 from hami_devices.scheduling.cluster import Booking, ClusterState
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
+_SLOT = {
+    "alive": bool,
+    "priority": np.int64,
+    "start": np.float64,
+    "interruptible": bool,
+    "recomputable": bool,
+    "leaf": np.int64,
+}
+_GRANT = {"slot": np.int64, "row": np.int64, "mem": np.int64, "cores": np.int64, "excl": bool}
+_HOST = {"slot": np.int64, "node": np.int64, "cpu": np.int64, "mem": np.int64}
+
+
+class _Table:
+    """Columns of one kind of row, grown by doubling."""
+
+    def __init__(self, columns: dict[str, Any]) -> None:
+        self.dtypes = columns
+        self.size = 0
+        self.cols: dict[str, npt.NDArray[Any]] = {k: np.zeros(64, dtype=t) for k, t in columns.items()}
+
+    def append(self, **values: Any) -> int:
+        if self.size == next(iter(self.cols.values())).size:
+            for k, col in self.cols.items():
+                grown = np.zeros(2 * col.size, dtype=col.dtype)
+                grown[: col.size] = col
+                self.cols[k] = grown
+        i = self.size
+        for k, v in values.items():
+            self.cols[k][i] = v
+        self.size += 1
+        return i
+
+    def view(self, prefix: str) -> dict[str, npt.NDArray[Any]]:
+        return {f"{prefix}_{k}": col[: self.size] for k, col in self.cols.items()}
 
 
 class Footprints:
@@ -30,59 +63,41 @@ class Footprints:
     def _clear(self) -> None:
         self.tasks: list[Task | None] = []
         self.slot_of: dict[str, int] = {}
-        self._slot: dict[str, list[float]] = {
-            "priority": [],
-            "start": [],
-            "interruptible": [],
-            "recomputable": [],
-            "leaf": [],
-        }
-        self._grant: dict[str, list[float]] = {"slot": [], "row": [], "mem": [], "cores": [], "excl": []}
-        self._host: dict[str, list[float]] = {"slot": [], "node": [], "cpu": [], "mem": []}
-        self._alive: list[bool] = []
+        self._slots = _Table(_SLOT)
+        self._grants = _Table(_GRANT)
+        self._hosts = _Table(_HOST)
         self._dead = 0
-        self._arrays: dict[str, npt.NDArray[np.generic]] | None = None
         self._layout = self.cluster.layout_version
 
     def add(self, task: Task, booking: Booking) -> None:
         c = self.cluster
-        slot = len(self.tasks)
+        slot = self._slots.append(
+            alive=True,
+            priority=task.priority,
+            start=task.started_at or 0.0,
+            interruptible=task.interruptible,
+            recomputable=task.recomputable,
+            leaf=task.queue,
+        )
         self.tasks.append(task)
         self.slot_of[task.name] = slot
-        self._alive.append(True)
-        s = self._slot
-        s["priority"].append(task.priority)
-        s["start"].append(task.started_at or 0.0)
-        s["interruptible"].append(task.interruptible)
-        s["recomputable"].append(task.recomputable)
-        s["leaf"].append(task.queue)
-        g = self._grant
         for grant in booking.grants:
             row = c.uuid_index.get(grant.uuid)
-            if row is None:
-                continue
-            g["slot"].append(slot)
-            g["row"].append(row)
-            g["mem"].append(grant.memory_mib)
-            g["cores"].append(grant.cores)
-            g["excl"].append(grant.exclusive)
-        h = self._host
+            if row is not None:
+                self._grants.append(slot=slot, row=row, mem=grant.memory_mib, cores=grant.cores, excl=grant.exclusive)
         for name in booking.host_nodes or (booking.node,):
             if name in c.nodes:
-                h["slot"].append(slot)
-                h["node"].append(c.node_row(name))
-                h["cpu"].append(booking.host_cpu_milli)
-                h["mem"].append(booking.host_memory_mib)
-        self._arrays = None
+                self._hosts.append(
+                    slot=slot, node=c.node_row(name), cpu=booking.host_cpu_milli, mem=booking.host_memory_mib
+                )
 
     def remove(self, task: Task) -> None:
         slot = self.slot_of.pop(task.name, None)
         if slot is None:
             return
-        self._alive[slot] = False
+        self._slots.cols["alive"][slot] = False
         self.tasks[slot] = None
         self._dead += 1
-        self._arrays = None
 
     def rebuild(self, running: Iterable[Task]) -> None:
         self._clear()
@@ -91,22 +106,8 @@ class Footprints:
             if booking is not None:
                 self.add(task, booking)
 
-    def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
-        """The columns as arrays (``slot_*``, ``grant_*``, ``host_*``), rebuilt when stale."""
-        if self._layout != self.cluster.layout_version or self._dead > max(64, len(self.tasks) // 2):
+    def arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """The columns (``slot_*``, ``grant_*``, ``host_*``) as views; rebuilt first when stale."""
+        if self._layout != self.cluster.layout_version or self._dead > max(256, len(self.tasks) // 2):
             self.rebuild(list(self._running()))
-        if self._arrays is None:
-            a: dict[str, npt.NDArray[np.generic]] = {}
-            a["slot_alive"] = np.array(self._alive, dtype=bool)
-            a["slot_priority"] = np.array(self._slot["priority"], dtype=np.int64)
-            a["slot_start"] = np.array(self._slot["start"], dtype=np.float64)
-            a["slot_interruptible"] = np.array(self._slot["interruptible"], dtype=bool)
-            a["slot_recomputable"] = np.array(self._slot["recomputable"], dtype=bool)
-            a["slot_leaf"] = np.array(self._slot["leaf"], dtype=np.int64)
-            for key, dtype in (("slot", np.int64), ("row", np.int64), ("mem", np.int64), ("cores", np.int64)):
-                a[f"grant_{key}"] = np.array(self._grant[key], dtype=dtype)
-            a["grant_excl"] = np.array(self._grant["excl"], dtype=bool)
-            for key in ("slot", "node", "cpu", "mem"):
-                a[f"host_{key}"] = np.array(self._host[key], dtype=np.int64)
-            self._arrays = a
-        return self._arrays
+        return {**self._slots.view("slot"), **self._grants.view("grant"), **self._hosts.view("host")}

@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,14 +185,18 @@ class AdmissionLoop:
         return None
 
     def usage(self, queue: str) -> dict[str, float]:
-        return self.resources.to_dict(self.tree.usage[self.tree.by_name[queue].index])
+        return self.resources.to_dict(self.tree.usage[self.tree.by_name[queue].index], skip_zero=False)
 
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else float(now)
 
     # ------------------------------------------------------------------ requests
-    def submit(self, request: ResourceRequest, *, name: str | None = None, now: float | None = None) -> Task:
+    def submit(
+        self, request: ResourceRequest | Mapping[str, Any], *, name: str | None = None, now: float | None = None
+    ) -> Task:
         """Queue a task in ``request.queue``; it is considered at the next ``tick``."""
+        if not isinstance(request, ResourceRequest):
+            request = ResourceRequest.model_validate(dict(request))
         now = self._now(now)
         leaf = self.tree.leaf(request.queue)
         seq = next(self._seq)
@@ -318,9 +322,17 @@ class AdmissionLoop:
         self._seen_version = self.cluster.version
 
     # ------------------------------------------------------------------ tick
-    def tick(self, now: float | None = None) -> list[Event]:
-        """Admit, evict and explain until nothing more can change; returns this tick's events."""
+    def tick(self, now: float | None = None, *, force: bool = False) -> list[Event]:
+        """Admit, evict and explain until nothing more can change; returns this tick's events.
+
+        A tick with nothing new (no submission, release, eviction, cluster change or
+        minimum runtime passing) returns at once; ``force`` examines every pending task anyway.
+        """
         now = self._now(now)
+        if force:
+            self._dirty = True
+            self._nopreempt.clear()
+            self._nofit.clear()
         if self.cluster.version != self._seen_version:  # the cluster changed under us (nodes, health, bookings)
             self._epoch += 1
             self._seen_version = self.cluster.version
@@ -478,6 +490,8 @@ class AdmissionLoop:
             placement, charge = retry
         if self.tree.entitled_at(task.queue, charge) is not None:
             return placement, charge, "guaranteed", ""
+        if self.tree.lends_all and task.interruptible:
+            return placement, charge, "borrowing", ""
         free = self.tree.capacity - self.resources.used()
         blocked = self.tree.lending_blocked(task.queue, charge, free)
         if blocked is not None:
@@ -646,8 +660,7 @@ class AdmissionLoop:
             nodes=nodes,
             data={"lost_device_seconds": lost, "requeued": requeue, "by_queue": self.tree.nodes[by.queue].name},
         )
-        victim.placement = None
-        victim.started_at = None
+        victim.started_at = None  # ``placement`` stays: where it ran until it was evicted
         if requeue:
             victim.state = TaskState.PENDING
             self._enqueue(victim)

@@ -17,6 +17,7 @@ when it arrives.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -96,15 +97,15 @@ def timed_stream(
                     "queue": queue,
                     "preemptible": interruptible,
                     "recomputable": True,
-                    "labels": {"tenant": queue},
                 }
             )
             out.append(TimedTask(request, arrival + shift, duration))
     return sorted(out, key=lambda t: t.arrival)
 
 
-def demand_cores(tasks: Sequence[TimedTask], queue: str, horizon: float) -> tuple[float, float]:
-    """Peak and time-mean device-cores asked by ``queue``'s tasks if each ran from arrival (within ``horizon``)."""
+def demand_cores(tasks: Sequence[TimedTask], queue: str, horizon: float, tick: float = 0.0) -> tuple[float, float]:
+    """Peak and time-mean device-cores asked by ``queue``'s tasks within ``horizon``, each running its duration
+    from the first tick at or after its arrival (from its arrival when ``tick`` is 0)."""
     edges: list[tuple[float, float]] = []
     for t in tasks:
         if t.request.queue != queue:
@@ -112,8 +113,9 @@ def demand_cores(tasks: Sequence[TimedTask], queue: str, horizon: float) -> tupl
         cores = float(sum(p.count * p.cores for p in t.request.parts))
         if cores <= 0:
             continue
-        stop = horizon if t.duration is None else min(t.arrival + t.duration, horizon)
-        edges.append((t.arrival, cores))
+        start = math.ceil(t.arrival / tick) * tick if tick > 0 else t.arrival
+        stop = horizon if t.duration is None else min(start + t.duration, horizon)
+        edges.append((start, cores))
         edges.append((stop, -cores))
     if not edges:
         return 0.0, 0.0
@@ -128,13 +130,13 @@ def demand_cores(tasks: Sequence[TimedTask], queue: str, horizon: float) -> tupl
     return peak, area / horizon if horizon > 0 else 0.0
 
 
-def facts(tasks: Sequence[TimedTask], horizon: float) -> StreamFacts:
+def facts(tasks: Sequence[TimedTask], horizon: float, tick: float = 0.0) -> StreamFacts:
     per_queue: dict[str, int] = {}
     for t in tasks:
         per_queue[t.request.queue] = per_queue.get(t.request.queue, 0) + 1
     peaks, means = {}, {}
     for q in per_queue:
-        peaks[q], means[q] = demand_cores(tasks, q, horizon)
+        peaks[q], means[q] = demand_cores(tasks, q, horizon, tick)
     return StreamFacts(len(tasks), per_queue, peaks, means)
 
 

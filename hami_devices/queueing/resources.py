@@ -60,6 +60,8 @@ class Resources:
         self.scoped = [i for i, k in enumerate(self.parsed) if k.scope is not None]
         self._scope_cache: dict[str, list[int]] = {}  # uuid -> scoped key indices its device counts towards
         self._rows_cache: dict[int, tuple[tuple[int, int], npt.NDArray[np.bool_]]] = {}
+        self._nodes = np.zeros(0, dtype=np.int64)
+        self._nodes_key: tuple[int, int, int] | None = None
         for i in self.scoped:
             key = self.parsed[i]
             if not any(self._in_scope(info, key.scope or "") for info in self._infos()):
@@ -162,6 +164,14 @@ class Resources:
         return out
 
     # ------------------------------------------------------------------ cluster totals
+    def _node_rows(self) -> npt.NDArray[np.int64]:
+        c = self.cluster
+        key = (c.layout_version, len(c.node_names), len(c.nodes))
+        if self._nodes_key != key:
+            self._nodes = np.array([c.node_row(n) for n in c.nodes], dtype=np.int64)
+            self._nodes_key = key
+        return self._nodes
+
     def capacity(self) -> Vector:
         """What the cluster holds per key (host keys are ``inf`` when a node's host was never described)."""
         c = self.cluster
@@ -170,7 +180,7 @@ class Resources:
         out[0] = live.size
         out[1] = float(c.core_cap[live].sum())
         out[2] = float(c.mem_cap[live].sum())
-        nodes = [c.node_row(n) for n in c.nodes]
+        nodes = self._node_rows()
         cpu, mem = c.node_cpu_total[nodes], c.node_mem_total[nodes]
         out[3] = np.inf if (cpu >= UNBOUNDED).any() else float(cpu.sum())
         out[4] = np.inf if (mem >= UNBOUNDED).any() else float(mem.sum())
@@ -194,7 +204,7 @@ class Resources:
         out[0] = float(c.exclusive[live].sum())
         out[1] = float(c.cores_used[live].sum())
         out[2] = float(c.mem_used[live].sum())
-        nodes = [c.node_row(n) for n in c.nodes]
+        nodes = self._node_rows()
         out[3] = float((c.node_cpu_total[nodes] - c.node_cpu_free[nodes]).sum())
         out[4] = float((c.node_mem_total[nodes] - c.node_mem_free[nodes]).sum())
         for i in self.scoped:

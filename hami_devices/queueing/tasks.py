@@ -31,7 +31,7 @@ class Task:
     state: TaskState = TaskState.PENDING
     started_at: float | None = None
     first_started_at: float | None = None
-    placement: Placement | None = None
+    placement: Placement | None = None  # while running, where; after an eviction, where it was
     booking_id: str | None = None
     charge: Vector = field(default_factory=lambda: np.zeros(0))
     estimate: Vector = field(default_factory=lambda: np.zeros(0))
