@@ -22,7 +22,8 @@ ahead, it is handed a queue file.
   reclaimed by the rules (``enable-preemptive``).
 
 Reported per policy: utilisation (device-cores granted over the cluster's,
-time-weighted), online time-to-admission p50/p99, guarantee violations (an
+time-weighted; it counts work later thrown away by evictions, so the research
+GPU-hours run, lost and kept are reported beside it), online time-to-admission p50/p99, guarantee violations (an
 online task still waiting after a tick although it fits within online's
 guarantee),
 evictions and device-hours lost, and one decision's p50/p99 ms (an engine-backed
@@ -112,6 +113,11 @@ def run_policy(
         "guarantee_violations": online.get("guarantee_violations", 0),
         "evictions": out["evictions"],
         "gpu_hours_lost": out["lost_device_hours"],
+        "research_gpu_hours_run": out["queues"].get("research", {}).get("device_hours"),
+        # Work research kept: what it ran minus what evictions threw away (recomputed from scratch).
+        "research_gpu_hours_useful": round(
+            (out["queues"].get("research", {}).get("device_hours") or 0.0) - out["lost_device_hours"], 3
+        ),
         "decisions": out["decisions"],
         "decision_p50_ms": out["decision_p50_ms"],
         "decision_p99_ms": out["decision_p99_ms"],

@@ -40,15 +40,16 @@ import numpy as np
 
 from hami_devices.errors import HamiError, InvalidRequest
 from hami_devices.models import ResourceRequest
-from hami_devices.queueing import preemption as rules
 from hami_devices.queueing.events import Event, EventBus, EventKind, EvictionReason, Listener, WaitReason
 from hami_devices.queueing.footprints import Footprints
+from hami_devices.queueing.planner import EvictionPlanner, Planned
+from hami_devices.queueing.preemption import Rule
 from hami_devices.queueing.prefilter import fits_any
 from hami_devices.queueing.resources import Resources, Vector
 from hami_devices.queueing.spec import QueueFile, load_queues
 from hami_devices.queueing.tasks import Task, TaskState
 from hami_devices.queueing.tree import QueueTree
-from hami_devices.queueing.victims import MAX_NODES, Candidate, Choice, search
+from hami_devices.queueing.victims import MAX_NODES, Choice
 from hami_devices.scheduling.engine import Engine, Placement
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class AdmissionLoop:
         self._groups: dict[int, dict[str, list[Task]]] = {n.index: {} for n in self.tree if n.leaf}
         self._running: dict[int, dict[str, Task]] = {n.index: {} for n in self.tree if n.leaf}
         self._footprints = Footprints(self.cluster, self.running)
+        self._planner = EvictionPlanner(engine, self.tree, self.resources, self._footprints, self._running, max_nodes)
         self._seq = itertools.count()
         # "Did not fit" memo: a shape that did not fit can only fit once capacity is freed, and only on
         # the nodes where it was.  The loop logs the nodes it frees; ``_epoch`` bumps when the cluster
@@ -281,11 +283,6 @@ class AdmissionLoop:
             del groups[task.shape]
 
     # ------------------------------------------------------------------ booking
-    def _charge_of(self, placement: Placement) -> Vector:
-        r = placement.request
-        hosts = len(dict.fromkeys([placement.node, *(g.node for g in placement.grants)]))
-        return self.resources.charge(placement.grants, r.host_cpu_milli, r.host_memory_mib, hosts)
-
     def _book(self, task: Task, placement: Placement, charge: Vector, now: float) -> None:
         booking = self.engine.book(placement)
         placement.booking_id = booking.id
@@ -461,7 +458,10 @@ class AdmissionLoop:
                 if planned is not None:
                     self._commit(task, *planned, now)
                     return True
-                detail = "does not fit now, and no eviction the rules allow would make room"
+                if self.tree.entitled_at(task.queue, task.estimate) is None:
+                    detail = "borrowing (over its queue's guarantee): no idle capacity fits it now"
+                else:
+                    detail = "within its queue's guarantee, but no eviction the rules allow would make room"
             else:
                 detail = "does not fit now (evictions are off: enable-preemptive is false)"
             self._wait(task, WaitReason.NO_CAPACITY, detail, now)
@@ -481,7 +481,7 @@ class AdmissionLoop:
         A placement that breaks a limit on a scoped resource only (``device-cores@big``)
         is tried once more away from those devices.
         """
-        charge = self._charge_of(placement)
+        charge = self.resources.of_placement(placement)
         limit = self.tree.over_limit(task.queue, charge)
         if limit is not None:
             retry = self._away_from_scopes(task, charge)
@@ -540,92 +540,29 @@ class AdmissionLoop:
         placement = self.engine.try_place(task.request.model_copy(update={"parts": parts}))
         if placement is None:
             return None
-        charge = self._charge_of(placement)
+        charge = self.resources.of_placement(placement)
         if tree.over_limit(task.queue, charge) is not None:
             return None
         placement.request = task.request
         return placement, charge
 
     # ------------------------------------------------------------------ evictions
-    def _candidate(self, slot: int, now: float) -> Candidate:
-        task = self._footprints.tasks[slot]
-        assert task is not None and task.booking_id is not None
-        booking = self.cluster.bookings[task.booking_id]
-        lost = task.runtime(now) * max(task.device_share(), 0.01)
-        return Candidate(task, booking, task.charge, lost, self.tree.share(task.queue))
-
-    def _plan(self, task: Task, now: float, *, remember: bool = True) -> tuple[rules.Rule, Choice, Vector] | None:
+    def _plan(self, task: Task, now: float, *, remember: bool = True) -> Planned | None:
         memo = self._nopreempt.get(task.shape)
         if memo is not None and memo[0] == self.cluster.version and now < memo[1]:
             return None
-        wake = float("inf")
-        for build in (rules.reclaim_rule, rules.priority_rule, rules.fair_share_rule):
-            rule = build(self.tree, task, task.estimate)
-            if rule is None:
-                continue
-            arrays = self._footprints.arrays()
-            slots = rules.eligible_slots(self.tree, rule, task, arrays, now)
-            wake = min(wake, rule.too_young_until)
-            if slots.size == 0:
-                continue
-            self.counters.victim_searches += 1
-            start = arrays["slot_start"].astype(np.float64)
-            share = np.bincount(arrays["grant_slot"], weights=arrays["grant_cores"], minlength=start.size) / 100.0
-            lost = np.maximum(now - start, 0.0) * np.maximum(share, 0.01)
-            choice = search(
-                self.engine,
-                task.request,
-                arrays,
-                slots,
-                lambda slot: self._candidate(slot, now),
-                rule.admissible,
-                lost=lost,
-                max_nodes=self.max_nodes,
-            )
-            self._seen_version = self.cluster.version
-            if choice is None:
-                continue
-            charge = self._charge_of(choice.placement)
-            if not rules.exact_ok(self.tree, rule, task, charge, choice.victims):
-                continue
-            if rule.reason != EvictionReason.RECLAIM and self.tree.entitled_at(task.queue, charge) is None:
-                freed = sum((v.charge for v in choice.victims), self.resources.zeros())
-                free = self.tree.capacity - self.resources.used() + freed
-                if self.tree.lending_blocked(task.queue, charge, free) is not None:
-                    continue
-                if not task.interruptible and self.tree.lending_blocked(task.queue, charge, free, everything=True):
-                    continue
-            return rule, choice, charge
-        if remember:
+        planned, wake, searches = self._planner.plan(task, now)
+        self.counters.victim_searches += searches
+        self._seen_version = self.cluster.version
+        if planned is None and remember:
             self._nopreempt[task.shape] = (self.cluster.version, wake)
             self._wake_at = min(self._wake_at, wake)
-        return None
+        return planned
 
-    def _explain_eviction(self, rule: rules.Rule, task: Task, victim: Task) -> str:
-        tree, res = self.tree, self.resources
-        name_of = self.tree.nodes
-        if rule.reason == EvictionReason.RECLAIM:
-            at = rule.entitled_at if rule.entitled_at is not None else task.queue
-            short = tree.below_guarantee(at)
-            keys = short or [res.keys[k] for k in np.flatnonzero(tree.guarded[at])]
-            have = ", ".join(
-                f"{k} {_n(tree.usage[at, res.index[k]])}/{_n(tree.guarantee[at, res.index[k]])}" for k in keys
-            )
-            return (
-                f"{name_of[at].name} is below its guarantee ({have}) and takes it back from "
-                f"{name_of[victim.queue].name}, which stays at or above its own"
-            )
-        if rule.reason == EvictionReason.PRIORITY:
-            return f"priority {task.priority} over {victim.priority} in queue {name_of[task.queue].name}"
-        return (
-            f"{name_of[task.queue].name} (weighted share {tree.share(task.queue):.3f}) is below "
-            f"{name_of[victim.queue].name} ({tree.share(victim.queue):.3f}) on idle capacity"
-        )
-
-    def _commit(self, task: Task, rule: rules.Rule, choice: Choice, charge: Vector, now: float) -> None:
+    def _commit(self, task: Task, rule: Rule, choice: Choice, charge: Vector, now: float) -> None:
         names = []
         for victim in choice.victims:
-            why = self._explain_eviction(rule, task, victim.task)
+            why = self._planner.explain(rule, task, victim.task)
             self._evict(victim.task, rule.reason, task, why, now)
             names.append(victim.task.name)
         try:
@@ -697,9 +634,5 @@ class AdmissionLoop:
             rule.reason,
             [v.task.name for v in choice.victims],
             choice.placement,
-            {v.task.name: self._explain_eviction(rule, task, v.task) for v in choice.victims},
+            {v.task.name: self._planner.explain(rule, task, v.task) for v in choice.victims},
         )
-
-
-def _n(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"

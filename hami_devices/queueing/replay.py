@@ -24,6 +24,7 @@ yardstick, the groups' ``guarantees``, measures every policy:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +56,7 @@ class GroupFigures:
     borrowed_integral: float = 0.0
     borrowed_max: float = 0.0
     usage_integral: float = 0.0
+    device_seconds: float = 0.0  # devices held (cores / 100) x seconds
 
     def to_dict(self, horizon: float) -> dict[str, Any]:
         waits = np.array(self.waits) if self.waits else np.zeros(1)
@@ -71,6 +73,7 @@ class GroupFigures:
             "borrowed_share_mean": round(self.borrowed_integral / horizon, 4) if horizon > 0 else 0.0,
             "borrowed_share_max": round(self.borrowed_max, 4),
             "usage_share_mean": round(self.usage_integral / horizon, 4) if horizon > 0 else 0.0,
+            "device_hours": round(self.device_seconds / 3600.0, 3),
         }
 
 
@@ -118,26 +121,42 @@ def _entitled(usage: np.ndarray, amount: np.ndarray, guarantee: np.ndarray, guar
     return bool((usage[guarded] + amount[guarded] <= guarantee[guarded] + 1e-9).all())
 
 
-def _violations(
-    fig: GroupFigures,
-    usage: np.ndarray,
-    pending: Mapping[str, Task],
-    guarantee: np.ndarray,
-    guarded: np.ndarray,
-    violated: set[str],
-) -> None:
-    """Count the group's waiting tasks that fit within its guarantee, in queue order."""
-    claimed = usage.copy()
-    base = usage.size
-    for task in sorted(pending.values(), key=Task.order_key):
-        amount = task.estimate[:base]
-        if _entitled(claimed, amount, guarantee, guarded):
-            claimed += amount
-            if task.name not in violated:
-                violated.add(task.name)
-                fig.violations += 1
-        if (claimed[guarded] >= guarantee[guarded] - 1e-9).any():
-            break
+class _Waiting:
+    """One group's waiting tasks in queue order, with their charge on the guaranteed resources."""
+
+    def __init__(self, guarded: np.ndarray) -> None:
+        self.guarded = np.flatnonzero(guarded)
+        self.keys: list[tuple[int, float, int]] = []  # sorted; may hold keys of tasks gone since
+        self.items: dict[tuple[int, float, int], tuple[Task, tuple[float, ...]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, task: Task) -> None:
+        key = task.order_key()
+        bisect.insort(self.keys, key)
+        self.items[key] = (task, tuple(float(task.estimate[i]) for i in self.guarded))
+
+    def discard(self, task: Task) -> None:
+        self.items.pop(task.order_key(), None)
+        if len(self.keys) > 64 and len(self.keys) > 2 * len(self.items):
+            self.keys = sorted(self.items)
+
+    def within(self, room: tuple[float, ...]) -> list[Task]:
+        """The waiting tasks that fit within ``room``, taken in order (one that does not fit is passed over)."""
+        left = list(room)
+        out: list[Task] = []
+        for key in self.keys:
+            item = self.items.get(key)
+            if item is None:
+                continue
+            task, amount = item
+            if any(a > 0 for a in amount) and all(a <= r + 1e-9 for a, r in zip(amount, left, strict=True)):
+                left = [r - a for a, r in zip(amount, left, strict=True)]
+                out.append(task)
+                if all(r <= 1e-9 for r in left):
+                    break
+        return out
 
 
 def replay(
@@ -179,7 +198,7 @@ def replay(
 
     durations = {t.name: t.duration for t in tasks}
     finishing: list[tuple[float, int, str, float]] = []
-    waiting: dict[str, dict[str, Task]] = {}  # group -> its pending tasks
+    waiting: dict[str, _Waiting] = {}  # group -> its waiting tasks
     violated: set[str] = set()
     evictions: list[Event] = []
     seq = 0
@@ -193,14 +212,15 @@ def replay(
         name = group_of(task)
         fig = figures(name)
         if event.kind == EventKind.ADMITTED:
-            waiting.get(name, {}).pop(task.name, None)
+            if name in waiting:
+                waiting[name].discard(task)
             usage[name] += task.charge[:base]
             duration = durations.get(task.name)
             if duration is not None:
                 seq += 1
                 heapq.heappush(finishing, (event.time + duration, seq, task.name, event.time))
-        elif event.kind == EventKind.REQUEUED:
-            waiting.setdefault(name, {})[task.name] = task
+        elif event.kind == EventKind.REQUEUED and name in waiting:
+            waiting[name].add(task)
         elif event.kind == EventKind.EVICTED:
             usage[name] -= task.charge[:base]
             fig.evictions += 1
@@ -236,6 +256,7 @@ def replay(
                     cores = usage[name][CORES]
                     used += cores
                     fig.usage_integral += span * cores / capacity
+                    fig.device_seconds += span * cores / 100.0
                     borrowed = max(cores - g_vec.get(name, np.zeros(base))[CORES], 0.0) / capacity
                     fig.borrowed_integral += span * borrowed
                     fig.borrowed_max = max(fig.borrowed_max, borrowed)
@@ -254,7 +275,10 @@ def replay(
                 task = loop.submit(timed.request, now=now)
                 gname = group_of(task)
                 figures(gname).submitted += 1
-                waiting.setdefault(gname, {})[task.name] = task
+                if gname in g_vec:
+                    if gname not in waiting:
+                        waiting[gname] = _Waiting(g_mask[gname])
+                    waiting[gname].add(task)
                 i += 1
                 if bar is not None:
                     bar.update(1)
@@ -262,8 +286,13 @@ def replay(
                 loop.tick(now)
                 next_tick = now + tick
                 for gname, tasks_waiting in waiting.items():
-                    if gname in g_vec and tasks_waiting:
-                        _violations(groups[gname], usage[gname], tasks_waiting, g_vec[gname], g_mask[gname], violated)
+                    if tasks_waiting:
+                        mask = g_mask[gname]
+                        room = tuple((g_vec[gname][mask] - usage[gname][mask]).tolist())
+                        for task in tasks_waiting.within(room):
+                            if task.name not in violated:
+                                violated.add(task.name)
+                                groups[gname].violations += 1
             if now >= next_sample:
                 times.append(now)
                 for name in groups:

@@ -19,6 +19,7 @@ from hami_devices.matching import model_names
 from hami_devices.models import DeviceInfo, Grant, ResourceRequest
 from hami_devices.queueing.spec import BASE_RESOURCES, DeviceClass
 from hami_devices.scheduling.cluster import UNBOUNDED, Booking, ClusterState
+from hami_devices.scheduling.engine import Placement
 from hami_devices.traits import normalize_model_name
 
 Vector = npt.NDArray[np.float64]
@@ -141,6 +142,12 @@ class Resources:
         out[3] = host_cpu_milli * host_nodes
         out[4] = host_memory_mib * host_nodes
         return out
+
+    def of_placement(self, placement: Placement) -> Vector:
+        """What an engine placement costs: its grants, and host resources on each node it runs on."""
+        r = placement.request
+        hosts = len(dict.fromkeys([placement.node, *(g.node for g in placement.grants)]))
+        return self.charge(placement.grants, r.host_cpu_milli, r.host_memory_mib, hosts)
 
     def of_booking(self, booking: Booking) -> Vector:
         return self.charge(

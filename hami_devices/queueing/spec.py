@@ -119,7 +119,7 @@ def _check_amounts(amounts: dict[str, int], path: str, source: str) -> None:
 def _validate(spec: QueueFile, source: str) -> None:
     seen: dict[str, str] = {}
 
-    def walk(queue: QueueSpec, path: str, parent: QueueSpec | None) -> None:
+    def walk(queue: QueueSpec, path: str) -> None:
         if queue.name in seen:
             raise InvalidConfig(
                 f"{path}.name", f"queue {queue.name!r} already defined at {seen[queue.name]}", source=source
@@ -153,10 +153,10 @@ def _validate(spec: QueueFile, source: str) -> None:
                         source=source,
                     )
         for i, child in enumerate(queue.children):
-            walk(child, f"{path}.children.{i}", queue)
+            walk(child, f"{path}.children.{i}")
 
     for i, queue in enumerate(spec.queues):
-        walk(queue, f"queues.{i}", None)
+        walk(queue, f"queues.{i}")
     for name, cls in spec.classes.items():
         if not _KEY.match(f"devices@{name}") or "/" in name:
             raise InvalidConfig(f"classes.{name}", "a class name is letters, digits, '.', '_' or '-'", source=source)

@@ -5,10 +5,12 @@ Given a task that does not fit and the running tasks the rules allow to evict
 for the task once they are gone, or None.
 
 * **Cheapest first.** Candidates are ranked by cost: lower priority first, then
-  recomputable before not, then the least work lost (device-seconds run so far),
-  then the queue furthest above its weighted share.
-  Cost *tiers* (priority, recomputable) are opened one at a time: a task of a
-  higher tier is never evicted while a set from lower tiers would do.
+  recomputable before not, then borrowed before nominal (a queue's *nominal*
+  tasks are its oldest ones within its nominal share, see
+  ``AdmissionLoop._nominal``; the rest run on lent capacity), then the least work
+  lost (device-seconds run so far), then the queue furthest above its weighted
+  share.  Cost *tiers* (priority, recomputable, nominal) are opened one at a time:
+  a task of a higher tier is never evicted while a set from lower tiers would do.
 * **Per node, exactly.** On each promising node (``prefilter``) the candidates
   there are forgotten from the cluster in cost order until ``Engine.try_place``
   finds a placement; then each chosen victim is restored in turn, the most
@@ -50,14 +52,15 @@ class Candidate:
     charge: Vector
     lost: float  # device-seconds of work an eviction now throws away
     share: float = 0.0  # its queue's weighted share: between equals, the queue furthest above its share gives
+    nominal: bool = False  # within its queue's guarantee (the queue's oldest tasks), not on borrowed capacity
 
     @property
-    def tier(self) -> tuple[int, bool]:
-        return (self.task.priority, not self.task.recomputable)
+    def tier(self) -> tuple[int, bool, bool]:
+        return (self.task.priority, not self.task.recomputable, self.nominal)
 
     @property
-    def cost(self) -> tuple[int, bool, float, float, int]:
-        return (self.task.priority, not self.task.recomputable, self.lost, -self.share, -self.task.seq)
+    def cost(self) -> tuple[int, bool, bool, float, float, int]:
+        return (*self.tier, self.lost, -self.share, -self.task.seq)
 
 
 @dataclass
@@ -66,7 +69,7 @@ class Choice:
     placement: Placement
 
     @property
-    def key(self) -> tuple[tuple[int, bool], float, int, float]:
+    def key(self) -> tuple[tuple[int, bool, bool], float, int, float]:
         worst = max(v.tier for v in self.victims)
         return (worst, sum(v.lost for v in self.victims), len(self.victims), -sum(v.share for v in self.victims))
 
@@ -142,14 +145,15 @@ def search(
     admissible: Admissible,
     *,
     lost: npt.NDArray[np.float64],
+    nominal: npt.NDArray[np.bool_] | None = None,
     max_nodes: int = MAX_NODES,
 ) -> Choice | None:
     """The cheapest victims that let ``request`` fit, with its placement once they are gone (None: no set does).
 
     ``arrays``: the running tasks' footprints (``Footprints.arrays``); ``slots``: those the
     rules allow to evict; ``make(slot)`` builds the candidate of a slot; ``lost``: work an
-    eviction throws away, per slot.  ``request`` must not fit now.  The cluster is left as
-    it was found.
+    eviction throws away, per slot; ``nominal``: per slot, within its queue's nominal share.
+    ``request`` must not fit now.  The cluster is left as it was found.
     """
     if slots.size == 0:
         return None
@@ -157,6 +161,7 @@ def search(
     a = arrays
     priority = a["slot_priority"][slots]
     fixed = ~a["slot_recomputable"][slots]
+    kept = np.zeros(slots.size, dtype=bool) if nominal is None else nominal[slots]
     grant_node = cluster.node[a["grant_row"]]
     made: dict[int, Candidate] = {}
 
@@ -166,8 +171,11 @@ def search(
             hit = made[slot] = make(slot)
         return hit
 
-    for top_priority, top_fixed in sorted(set(zip(priority.tolist(), fixed.tolist(), strict=True))):
-        in_tier = (priority < top_priority) | ((priority == top_priority) & (fixed <= top_fixed))
+    # Tiers in cost order: (priority, not recomputable, nominal), lexicographically.
+    tiers, tier_of = np.unique(np.stack([priority, fixed, kept]), axis=1, return_inverse=True)
+    tier_of = tier_of.reshape(-1)
+    for top in range(tiers.shape[1]):
+        in_tier = tier_of <= top
         pool = slots[in_tier]
         member = np.zeros(a["slot_alive"].size, dtype=bool)
         member[pool] = True
@@ -210,13 +218,3 @@ def search(
         if best is not None:
             return best
     return None
-
-
-def evict(cluster: ClusterState, victims: Sequence[Candidate]) -> None:
-    for victim in victims:
-        _forget(cluster, victim)
-
-
-def restore(cluster: ClusterState, victims: Sequence[Candidate]) -> None:
-    for victim in victims:
-        _restore(cluster, victim)

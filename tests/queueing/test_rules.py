@@ -366,3 +366,55 @@ def test_victims_the_task_can_do_without_are_spared() -> None:
     events = loop.tick(100)
     assert sorted(e.task for e in kinds(events, EventKind.EVICTED)) == ["a", "b"]
     assert loop.task("c").state == TaskState.RUNNING
+
+
+def test_reclaim_is_not_blocked_by_a_resource_the_guarantee_does_not_name() -> None:
+    # Online is guaranteed device cores only; research's CPU-only tasks hold the node's CPU.
+    loop, _ = make_loop(cluster(("n0", "A100", 2), cpu=16_000), ONLINE_RESEARCH)
+    for i in range(4):
+        loop.submit(ResourceRequest(name=f"cpu{i}", queue="research", preemptible=True, host_cpu_milli=4_000), now=0)
+    loop.tick(0)
+    assert loop.cluster.node_cpu_free[0] == 0
+    loop.submit(gpu("o", "online", host_cpu_milli=6_000), now=1)
+    events = loop.tick(1)
+    assert len(kinds(events, EventKind.EVICTED)) == 2  # 8,000 CPU freed for 6,000 asked: two 4,000 tasks
+    assert loop.task("o").state == TaskState.RUNNING
+
+
+def test_idle_capacity_is_shared_by_dominant_resource_measured() -> None:
+    # a is core-heavy (50 cores, 10% memory), b memory-heavy (10 cores, 50% memory); equal weights.
+    queues = {
+        "queues": [
+            {"name": "a", "limit": {"device-cores": 10_000, "device-memory-mib": 10_000_000}},
+            {"name": "b", "limit": {"device-cores": 10_000, "device-memory-mib": 10_000_000}},
+        ]
+    }
+    loop, _ = make_loop(cluster(("n0", "A100", 4), ("n1", "A100", 4)), queues)
+    for i in range(16):
+        loop.submit(ResourceRequest.single(name=f"a{i}", queue="a", count=1, cores=50, memory_mib=4_000), now=0)
+        loop.submit(ResourceRequest.single(name=f"b{i}", queue="b", count=1, cores=10, memory_mib=20_000), now=0)
+    loop.tick(0)
+    capacity = loop.tree.capacity
+    cores, memory = loop.resources.index["device-cores"], loop.resources.index["device-memory-mib"]
+    share_a = loop.tree.usage[loop.tree.by_name["a"].index][cores] / capacity[cores]
+    share_b = loop.tree.usage[loop.tree.by_name["b"].index][memory] / capacity[memory]
+    # each queue's dominant share, measured: within one task of each other
+    assert abs(share_a - share_b) <= 50 / capacity[cores] + 1e-9
+    assert loop.tree.share(loop.tree.by_name["a"].index) == pytest.approx(share_a)
+
+
+def test_borrowed_work_goes_before_a_queues_nominal_share() -> None:
+    # Two devices; online is guaranteed one, so research's nominal share is the other one's worth.
+    # "old" (10 cores since t=0) is inside it; "young" (a whole device since t=80) runs on lent capacity.
+    loop, _ = make_loop(
+        cluster(("n0", "A100", 2)),
+        {"queues": [{"name": "online", "guarantee": {"device-cores": 100}}, {"name": "research"}]},
+    )
+    loop.submit(gpu("old", "research", 10, preemptible=True), now=0)
+    loop.tick(0)
+    loop.submit(gpu("young", "research", 100, preemptible=True), now=80)
+    loop.tick(80)
+    loop.submit(gpu("o", "online", 100), now=100)
+    events = loop.tick(100)
+    # evicting "old" would lose less work (10 device-seconds against 20), but it is research's own share
+    assert [e.task for e in kinds(events, EventKind.EVICTED)] == ["young"]
