@@ -210,6 +210,8 @@ def main() -> int:
         "results": results,
         "targets": targets,
         "targets_met": all(targets.values()) if targets else None,
+        "caveat": "utilisation counts work later thrown away: an evicted research task restarts from scratch "
+        "(no checkpoints are modelled), so compare research_gpu_hours_useful as well",
         "wall_s": round(time.perf_counter() - started, 1),
     }
     json.dump(out, sys.stdout, indent=2)
