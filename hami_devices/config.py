@@ -31,8 +31,11 @@ class ResourceAllocation(_Section):
     enable_preemptive: bool = Field(
         default=False,
         alias="enable-preemptive",
-        description="allow reclaiming preemptible tasks; validated now, acted on by the queue/reclaim feature "
-        "(planned), and meanwhile only plan_defragmentation proposes moves of preemptible tasks",
+        description="let the queue admission loop (hami_devices.queueing, hami-devices queues simulate) evict "
+        "interruptible (preemptible) tasks: to reclaim a queue's guarantee from borrowers, for a higher priority "
+        "inside a queue, or for fair share, each where the queue file allows it. False: the loop never evicts; "
+        "a queue below its guarantee waits for borrowers to finish. A non-interruptible task never borrows what "
+        "another queue is guaranteed, so guarantees hold either way once borrowers finish",
     )
 
 

@@ -221,8 +221,17 @@ class ResourceRequest(HamiModel):
     same_node: bool = True
     topology: Literal["none", "preferred", "required"] = "none"
     latency_slo_ms: float | None = Field(default=None, gt=0)
-    priority: int = 0
-    preemptible: bool = False
+    priority: int = Field(default=0, description="higher wins; only priority preemption inside a queue reads it")
+    preemptible: bool = Field(
+        default=False,
+        description="interruptible: the scheduler may evict the task (reclaim, priority or fair-share preemption)",
+    )
+    recomputable: bool = Field(
+        default=True,
+        description="an evicted task can be run again from its start or last checkpoint, losing only compute time "
+        "(the queue loop requeues it); false: an eviction loses what cannot be redone, so such a task is evicted "
+        "only when no recomputable choice exists, and is not requeued. Read only when preemptible is true",
+    )
     queue: str = "default"
     labels: dict[str, str] = Field(default_factory=dict)
 

@@ -28,6 +28,7 @@ VERB_MODULES = (
     "exporter",
     "events",
     "usage",
+    "queues",
 )
 
 

@@ -1,0 +1,185 @@
+"""Hypothesis: for random queue trees, clusters and timed task streams, the loop settles.
+
+After every tick, and during it on every event:
+
+* **fixed point**: a forced second tick at the same time admits and evicts nothing,
+  and no pending task could be admitted now, with or without evictions the rules
+  allow (``preemption_for``), except behind the head of a strict-FIFO queue: so no
+  capacity is left idle while a task that fits waits behind one that does not;
+* every eviction is of an interruptible task that has run its queue's minimum
+  runtime, and leaves every queue it is taken from (below the common ancestor with
+  the task it makes room for) at or above its guarantee;
+* every victim was needed: with that one victim back (and the others gone), the
+  task it made room for does not fit;
+* usage is exact: each queue's usage is the sum of its running tasks' charges, and
+  the cluster holds exactly the running tasks' bookings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hami_devices.models import ResourceRequest
+from hami_devices.queueing import EventKind, TaskState
+from hami_devices.queueing.events import Event
+from hami_devices.queueing.loop import AdmissionLoop
+from hami_devices.scheduling.cluster import PlacementState
+from tests.queueing.helpers import cluster, make_loop
+
+TICK = 10.0
+
+
+@st.composite
+def scenarios(draw: Any) -> dict[str, Any]:
+    nodes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    capacity = 100 * sum(nodes)
+    nested = draw(st.booleans())
+    leaves = ["a", "b", "c"] if nested else draw(st.sampled_from([["a", "b"], ["a", "b", "c"]]))
+    budget = capacity
+    specs: dict[str, dict[str, Any]] = {}
+    for name in leaves:
+        guarantee = draw(st.sampled_from([0, 50, 100, 200]))
+        guarantee = min(guarantee, budget)
+        budget -= guarantee
+        spec: dict[str, Any] = {"name": name, "weight": draw(st.sampled_from([1, 2, 3]))}
+        if guarantee:
+            spec["guarantee"] = {"device-cores": guarantee}
+        if draw(st.booleans()):
+            spec["min-runtime"] = draw(st.sampled_from([0, 15, 30]))
+        spec["preemption"] = {
+            "reclaim": draw(st.booleans()) or True,
+            "priority": draw(st.booleans()),
+            "fair-share": draw(st.booleans()),
+        }
+        spec["strict-fifo"] = draw(st.integers(0, 5)) == 0
+        if draw(st.integers(0, 4)) == 0:
+            spec["limit"] = {"device-cores": max(guarantee, draw(st.sampled_from([100, 200, 300])))}
+        specs[name] = spec
+    if nested:
+        parent_guarantee = sum(specs[n].get("guarantee", {}).get("device-cores", 0) for n in ("a", "b"))
+        parent: dict[str, Any] = {"name": "p", "children": [specs["a"], specs["b"]]}
+        if parent_guarantee:
+            parent["guarantee"] = {"device-cores": parent_guarantee}
+        queues = [parent, specs["c"]]
+    else:
+        queues = [specs[n] for n in leaves]
+    tasks = []
+    for i in range(draw(st.integers(3, 20))):
+        cores = draw(st.sampled_from([25, 50, 75, 100]))
+        part: dict[str, Any] = {"count": 1 if cores < 100 else draw(st.integers(1, 2)), "cores": cores}
+        if cores < 100:
+            part["memory_percent"] = cores
+        request = ResourceRequest(
+            name=f"t{i}",
+            queue=draw(st.sampled_from(leaves)),
+            priority=draw(st.integers(0, 2)),
+            preemptible=draw(st.booleans()),
+            recomputable=draw(st.integers(0, 3)) > 0,
+            parts=[part],
+        )
+        arrival = float(draw(st.integers(0, 6)) * 5)
+        duration = draw(st.one_of(st.none(), st.integers(5, 60).map(float)))
+        tasks.append((arrival, duration, request))
+    return {"nodes": nodes, "queues": {"queues": queues}, "tasks": tasks}
+
+
+def _check_event(loop: AdmissionLoop, event: Event, now_of: dict[str, float]) -> None:
+    tree = loop.tree
+    if event.kind == EventKind.EVICTED:
+        victim = loop.task(event.task)
+        assert victim.request.preemptible, f"{victim.name} is not interruptible"
+        by = loop.task(event.by or "")
+        min_runtime = tree.nodes[victim.queue].spec.min_runtime
+        assert event.time - now_of[victim.name] >= min_runtime - 1e-9
+        for q in tree.below_lca(victim.queue, by.queue):
+            guarded = tree.guarded[q] & (victim.charge > 0)
+            assert (tree.usage[q][guarded] >= tree.guarantee[q][guarded] - 1e-9).all(), (
+                f"{tree.nodes[q].name} went below its guarantee"
+            )
+    elif event.kind == EventKind.ADMITTED:
+        task = loop.task(event.task)
+        now_of[task.name] = event.time
+        victims = [loop.task(v) for v in event.data.get("evicted", [])]
+        if victims:
+            _check_needed(loop, task, victims)
+
+
+def _check_needed(loop: AdmissionLoop, task: Any, victims: list[Any]) -> None:
+    """Each victim alone back in place (the others gone, the task not booked): the task does not fit."""
+    c = loop.cluster
+    booking = c.forget(task.booking_id)
+    try:
+        for victim in victims:
+            back = victim.placement
+            restored = c.assume(
+                back.node,
+                back.grants,
+                host_cpu_milli=back.request.host_cpu_milli,
+                host_memory_mib=back.request.host_memory_mib,
+                booking_id="probe",
+            )
+            try:
+                assert loop.engine.try_place(task.request) is None, f"{victim.name} was evicted for nothing"
+            finally:
+                c.forget(restored.id)
+    finally:
+        c.assume(
+            booking.node,
+            booking.grants,
+            host_cpu_milli=booking.host_cpu_milli,
+            host_memory_mib=booking.host_memory_mib,
+            preemptible=booking.preemptible,
+            request=booking.request,
+            booking_id=booking.id,
+            state=PlacementState.ASSUMED,
+        )
+
+
+def _check_state(loop: AdmissionLoop, now: float) -> None:
+    tree, c = loop.tree, loop.cluster
+    running = loop.running()
+    assert {t.booking_id for t in running} == set(c.bookings)
+    for node in tree:
+        if node.leaf:
+            total = sum((t.charge for t in running if t.queue == node.index), np.zeros(len(loop.resources)))
+            assert np.allclose(tree.usage[node.index], total)
+    # a fixed point: nothing more happens, and nothing pending could be admitted
+    again = [e for e in loop.tick(now, force=True) if e.kind in (EventKind.ADMITTED, EventKind.EVICTED)]
+    assert again == [], [str(e) for e in again]
+    for queue in tree.leaves():
+        pending = loop.pending(queue)
+        if tree.by_name[queue].spec.strict_fifo:
+            pending = pending[:1]
+        for task in pending:
+            plan = loop.preemption_for(task.request, now=now)
+            assert plan is None, f"{task.name} could be admitted ({plan.reason}, evicting {plan.victims})"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_the_loop_settles_by_the_rules(scenario: dict[str, Any]) -> None:
+    state = cluster(*[(f"n{i}", "A100", k) for i, k in enumerate(scenario["nodes"])])
+    loop, _ = make_loop(state, scenario["queues"])
+    now_of: dict[str, float] = {}
+
+    loop.subscribe(lambda event: _check_event(loop, event, now_of))
+    arrivals = sorted(scenario["tasks"], key=lambda t: t[0])
+    durations = {r.name: d for _, d, r in arrivals}
+    times = sorted({a for a, _, _ in arrivals} | {k * TICK for k in range(12)})
+    for now in times:
+        for task in loop.running():
+            duration = durations[task.name]
+            if duration is not None and task.started_at is not None and task.started_at + duration <= now:
+                loop.finish(task.name, now=now)
+        for arrival, _, request in arrivals:
+            if arrival == now:
+                loop.submit(request, now=now)
+        passes = loop.counters.passes
+        loop.tick(now)
+        assert loop.counters.passes - passes < 64, "a tick did not settle"
+        _check_state(loop, now)
+    assert all(t.state != TaskState.RUNNING or t.booking_id in loop.cluster.bookings for t in loop.tasks.values())
