@@ -11,11 +11,12 @@ it holds nothing).
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hami_devices.errors import HamiError
+from hami_devices.models import Grant
 from hami_devices.scheduling import fgd
 from hami_devices.scheduling.cluster import Booking, ClusterState
 from hami_devices.scheduling.fragindex import FragmentationIndex
@@ -58,6 +59,8 @@ class Move:
     to_node: str
     from_uuids: tuple[str, ...]
     to_uuids: tuple[str, ...]
+    grants: tuple[Grant, ...] = ()  # what the placement holds after the move
+    from_grants: tuple[Grant, ...] = ()  # and before it
 
 
 @dataclass(frozen=True)
@@ -71,47 +74,60 @@ class DefragPlan:
 def plan_defragmentation(cluster: ClusterState, max_moves: int, policy: str = "binpack") -> DefragPlan:
     """Moves of preemptible placements that free the most whole devices within ``max_moves``.
 
-    Greedy: devices whose every holder is preemptible are emptied cheapest
-    first (fewest holders, least used); each holder is re-placed by the engine
-    (``policy``) on a scratch copy of the cluster, never onto a device being
-    emptied nor onto a whole free device (which would defeat the purpose).  A
-    device counts only when all its holders found a new home; otherwise its
-    holders go back where they were.  The cluster itself is not changed.
+    What ``defragment`` would do, undone again: the cluster ends as it was.
+    """
+    plan = defragment(cluster, max_moves, policy)
+    for move in reversed(plan.moves):
+        moved = cluster.forget(move.booking_id)
+        _rebook(cluster, moved, move.from_node, move.from_grants)
+    return plan
+
+
+def defragment(
+    cluster: ClusterState, max_moves: int, policy: str = "binpack", max_attempts: int | None = None
+) -> DefragPlan:
+    """Move preemptible placements so as to free the most whole devices within ``max_moves``; returns the moves.
+
+    Greedy: devices whose every holder is preemptible are emptied cheapest first
+    (fewest holders, least used); each holder is re-placed by the engine
+    (``policy``), never onto a device being emptied nor onto a whole free device
+    (which would defeat the purpose).  A device counts only when all its holders
+    found a new home; otherwise its holders go back where they were.  At most
+    ``max_attempts`` devices are tried (default four per allowed move).
     """
     from hami_devices.scheduling.engine import Engine
 
-    scratch = copy.deepcopy(cluster)
-    engine = Engine(scratch, policy)
-    before = scratch.whole_free_devices()
+    engine = Engine(cluster, policy)
+    before = cluster.whole_free_devices()
     holders: dict[int, list[str]] = {}
-    for booking in scratch.bookings.values():
+    for booking in cluster.bookings.values():
         for grant in booking.grants:
-            holders.setdefault(scratch.row(grant.uuid), []).append(booking.id)
+            holders.setdefault(cluster.row(grant.uuid), []).append(booking.id)
     candidates = [
         row
         for row, ids in holders.items()
-        if all(scratch.bookings[i].preemptible and scratch.bookings[i].request is not None for i in ids)
+        if all(cluster.bookings[i].preemptible and cluster.bookings[i].request is not None for i in ids)
     ]
-    candidates.sort(key=lambda r: (len(holders[r]), int(scratch.mem_used[r]), r))
+    candidates.sort(key=lambda r: (len(holders[r]), int(cluster.mem_used[r]), r))
+    whole_free = {cluster.info(int(r)).uuid for r in cluster.live_rows() if cluster.sharers[r] == 0}
     moves: list[Move] = []
     freed: list[str] = []
-    emptying: set[str] = set()
+    attempts = max_attempts if max_attempts is not None else 4 * max_moves
     for row in candidates:
-        ids = [i for i in holders[row] if i in scratch.bookings]
-        if not ids or len(moves) + len(ids) > max_moves or scratch.sharers[row] != len(ids):
+        if attempts <= 0 or len(moves) >= max_moves:
+            break
+        ids = [i for i in holders[row] if i in cluster.bookings]
+        if not ids or len(moves) + len(ids) > max_moves or cluster.sharers[row] != len(ids):
             continue
-        uuid = scratch.info(row).uuid
-        old = [scratch.forget(i) for i in ids]
-        banned = sorted(
-            emptying | {uuid} | {scratch.info(int(r)).uuid for r in scratch.live_rows() if scratch.sharers[r] == 0}
-        )
-        planned = _rehome(scratch, engine, old, banned)
+        attempts -= 1
+        uuid = cluster.info(row).uuid
+        old = [cluster.forget(i) for i in ids]
+        planned = _rehome(cluster, engine, old, sorted(whole_free | set(freed) | {uuid}))
         if planned is None:
             continue
-        emptying.add(uuid)
         moves.extend(planned)
         freed.append(uuid)
-    return DefragPlan(tuple(moves), tuple(freed), before, scratch.whole_free_devices())
+    return DefragPlan(tuple(moves), tuple(freed), before, cluster.whole_free_devices())
 
 
 def _rehome(scratch: ClusterState, engine: Engine, old: list[Booking], banned: list[str]) -> list[Move] | None:
@@ -129,21 +145,12 @@ def _rehome(scratch: ClusterState, engine: Engine, old: list[Booking], banned: l
         )
         try:
             placement = engine.place(request)
-            new = engine.book(placement)
+            new = _rebook(scratch, booking, placement.node, placement.grants)  # the same booking, moved
         except HamiError:
             for done in made:
                 scratch.forget(done.id)
             for back in old:
-                scratch.assume(
-                    back.node,
-                    back.grants,
-                    host_cpu_milli=back.host_cpu_milli,
-                    host_memory_mib=back.host_memory_mib,
-                    preemptible=back.preemptible,
-                    request=back.request,
-                    booking_id=back.id,
-                    state=back.state,
-                )
+                _rebook(scratch, back, back.node, back.grants)
             return None
         made.append(new)
         moves.append(
@@ -153,6 +160,41 @@ def _rehome(scratch: ClusterState, engine: Engine, old: list[Booking], banned: l
                 placement.node,
                 tuple(g.uuid for g in booking.grants),
                 tuple(g.uuid for g in placement.grants),
+                tuple(placement.grants),
+                tuple(booking.grants),
             )
         )
     return moves
+
+
+def apply_defragmentation(cluster: ClusterState, plan: DefragPlan) -> int:
+    """Carry out a plan's moves on ``cluster`` in order; returns how many were made.
+
+    The plan was made on a copy by the same forget/book steps, so each move fits; a
+    move that no longer does (the cluster changed since) is put back, and the rest of
+    the plan is dropped.
+    """
+    done = 0
+    for move in plan.moves:
+        old = cluster.forget(move.booking_id)
+        try:
+            _rebook(cluster, old, move.to_node, move.grants)
+        except HamiError:
+            _rebook(cluster, old, old.node, old.grants)
+            break
+        done += 1
+    return done
+
+
+def _rebook(cluster: ClusterState, booking: Booking, node: str, grants: Sequence[Grant]) -> Booking:
+    """Book ``booking`` again, as it was but on ``node`` with ``grants``."""
+    return cluster.assume(
+        node,
+        grants,
+        host_cpu_milli=booking.host_cpu_milli,
+        host_memory_mib=booking.host_memory_mib,
+        preemptible=booking.preemptible,
+        request=booking.request,
+        booking_id=booking.id,
+        state=booking.state,
+    )
