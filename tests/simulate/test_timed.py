@@ -10,7 +10,9 @@ from hami_devices.simulate.timed import replay_timed
 from hami_devices.simulate.trace import load_nodes, load_pods
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,1,T4\nn1,32000,65536,1,T4\n"
-HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+)
 
 
 def _trace(tmp: Path, rows: str) -> tuple[Path, Path]:
