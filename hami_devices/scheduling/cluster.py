@@ -156,6 +156,7 @@ class ClusterState:
         self.layout_version = 0  # bumped when a device row is added or removed (static columns change)
         self._ids = itertools.count(1)
         self._name_rank: IntArray | None = None  # node row -> rank of its name (tie-breaks)
+        self._label_columns: dict[str, tuple[dict[str, int], IntArray]] = {}  # label key -> value ids per node row
         self._pairs: dict[tuple[int, int], float] = {}  # topology pair scores by device rows
         self._grow(64)
 
@@ -294,6 +295,7 @@ class ClusterState:
         self.node_version = np.append(self.node_version, 0)
         self.nodes[name] = NodeState(name, cpu_milli, memory_mib, dict(labels or {}))
         self._name_rank = None
+        self._label_columns.clear()
         for info in devices:
             self.add_device(name, info)
         self.version += 1
@@ -344,6 +346,20 @@ class ClusterState:
             rank[order] = np.arange(len(order))
             self._name_rank = rank
         return self._name_rank
+
+    def label_matches(self, key: str, value: str) -> BoolArray:
+        """Per node row: does the node carry label ``key`` with ``value``?  (An array per key, kept.)"""
+        column = self._label_columns.get(key)
+        if column is None:
+            ids: dict[str, int] = {}
+            values = np.full(len(self._node_names), -1, dtype=np.int64)
+            for row, name in enumerate(self._node_names):
+                state = self.nodes.get(name)
+                if state is not None and key in state.labels:
+                    values[row] = ids.setdefault(state.labels[key], len(ids))
+            column = self._label_columns[key] = (ids, values)
+        ids, values = column
+        return values == ids.get(value, -2)  # type: ignore[no-any-return]
 
     def pair_matrix(self, rows: Sequence[int]) -> FloatArray:
         """Topology pair scores (0..100) among ``rows``; the diagonal is 0."""
