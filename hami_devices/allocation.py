@@ -32,7 +32,7 @@ from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
-from hami_devices.scheduling.policies import Policy, configured_policies
+from hami_devices.scheduling.policies import Policy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,10 +61,8 @@ def engine_for(
     policies: str | Path | None = None,
 ) -> Engine:
     """The scoring engine over ``devices`` holding ``handles``, with the devices' configured policy."""
-    config = devices[0].adapter.config
     cluster = ClusterState.from_devices(devices, handles)
-    user = configured_policies(config.scheduler.policy_files, policies)
-    return Engine(cluster, policy or config.scheduler.policy, user_policies=user)
+    return Engine.configured(cluster, devices[0].adapter.config, policy=policy, policies=policies)
 
 
 def allocate(

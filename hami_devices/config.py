@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
@@ -39,13 +39,52 @@ class ResourceAllocation(_Section):
     )
 
 
+class MixShape(_Section):
+    """One task shape of a declared workload mix (FGD's target workload)."""
+
+    cpu_milli: int = Field(default=0, ge=0, alias="cpu-milli")
+    host_memory_mib: int = Field(default=0, ge=0, alias="host-memory-mib")
+    num_gpu: int = Field(default=1, ge=0, le=64, alias="num-gpu", description="devices; 0: a task without devices")
+    gpu_milli: int = Field(
+        default=1000, ge=0, le=1000, alias="gpu-milli", description="thousandths of each device (its cores share)"
+    )
+    gpu_mem_mib: int = Field(
+        default=0, ge=0, alias="gpu-mem-mib", description="device memory in MiB, where the share is given in MiB"
+    )
+    models: list[str] | None = Field(default=None, description="accepted models (none: any)")
+    weight: float = Field(default=1.0, gt=0, description="relative frequency")
+
+
+class WorkloadMixConfig(_Section):
+    """The mix of task shapes the fragmentation-aware policy plans for."""
+
+    mode: Literal["online", "declared"] = Field(
+        default="online",
+        description="online: learned from the requests the cluster has been given (decaying, from a neutral "
+        "prior); declared: the shapes below, fixed",
+    )
+    half_life: float = Field(default=4096, gt=0, alias="half-life", description="online: requests to halve a weight")
+    max_shapes: int = Field(default=48, ge=1, le=512, alias="max-shapes", description="typical shapes kept at most")
+    file: str | None = Field(
+        default=None, description="online: a learned mix saved by a scheduler (JSON), to continue from"
+    )
+    shapes: list[MixShape] = Field(default_factory=list, description="declared: the shapes and their weights")
+
+    @model_validator(mode="after")
+    def _declared_has_shapes(self) -> WorkloadMixConfig:
+        if self.mode == "declared" and not self.shapes:
+            raise ValueError("a declared workload mix needs at least one shape")
+        return self
+
+
 class SchedulerConfig(_Section):
     policy: str = Field(
         default="binpack",
         min_length=1,
-        description="a built-in policy (binpack, spread, latency-aware, topology-aware, fragmentation-aware) "
-        "or the name of a user policy from policy-files",
+        description="a built-in policy (binpack, spread, latency-aware, topology-aware, fragmentation-aware, "
+        "bestfit) or the name of a user policy from policy-files",
     )
+    workload_mix: WorkloadMixConfig = Field(default_factory=WorkloadMixConfig, alias="workload-mix")
     policy_files: list[str] = Field(default_factory=list, alias="policy-files")
     resource_allocation: ResourceAllocation = Field(
         default_factory=ResourceAllocation, alias="resource-allocation"

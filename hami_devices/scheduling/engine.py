@@ -47,6 +47,7 @@ from hami_devices.traits import normalize_model_name
 if TYPE_CHECKING:
     from hami_devices.ledger import Ledger
     from hami_devices.registry import VendorRegistry
+    from hami_devices.scheduling.mix import OnlineMix
     from hami_devices.scheduling.verdicts import NodeVerdicts
 
 FloatArray = npt.NDArray[np.float64]
@@ -182,7 +183,6 @@ class Engine:
         from hami_devices.config import load_config
         from hami_devices.discovery import complete_inventory, load_inventory_for
         from hami_devices.registry import load_vendors
-        from hami_devices.scheduling.policies import configured_policies
 
         if not isinstance(config, HamiConfig):
             config = load_config(config) if config is not None else HamiConfig()
@@ -191,11 +191,50 @@ class Engine:
             inventory = load_inventory_for(inventory, registry, config)
         inventory = complete_inventory(inventory, registry)
         cluster = ClusterState.from_inventory(inventory, rules=registry.adapters)
-        user = configured_policies(config.scheduler.policy_files, policies)
-        engine = cls(cluster, policy or config.scheduler.policy, user_policies=user, mix=mix)
+        engine = cls.configured(cluster, config, policy=policy, policies=policies, mix=mix)
         if ledger is not None:
             cluster.sync(ledger.handles())
         return engine
+
+    @classmethod
+    def configured(
+        cls,
+        cluster: ClusterState,
+        config: HamiConfig,
+        *,
+        policy: Policy | str | None = None,
+        policies: str | Path | None = None,
+        mix: WorkloadMix | None = None,
+    ) -> Engine:
+        """An engine over ``cluster`` with the configuration's policy, user policies and workload mix.
+
+        ``scheduler.workload-mix``: a declared mix, or the online learner's settings and
+        a saved learned mix to continue from; ``mix`` (a declared mix) overrides it.
+        """
+        from hami_devices.scheduling.mix import OnlineMix, declared_mix
+        from hami_devices.scheduling.policies import configured_policies
+        from hami_devices.scheduling.scorers.fragmentation import FragmentationScorer
+
+        settings = config.scheduler.workload_mix
+        if mix is None and settings.mode == "declared":
+            mix = declared_mix([s.model_dump() for s in settings.shapes], source="scheduler.workload-mix")
+        user = configured_policies(config.scheduler.policy_files, policies)
+        engine = cls(cluster, policy or config.scheduler.policy, user_policies=user, mix=mix)
+        scorer = engine.scorers.get("fragmentation")
+        if isinstance(scorer, FragmentationScorer) and mix is None:
+            scorer.online = (
+                OnlineMix.load(settings.file)
+                if settings.file
+                else OnlineMix(half_life=settings.half_life, max_shapes=settings.max_shapes)
+            )
+        return engine
+
+    def learned_mix(self) -> OnlineMix | None:
+        """The workload mix the fragmentation scorer has learned (save it with ``.save(path)``), if it learns."""
+        from hami_devices.scheduling.scorers.fragmentation import FragmentationScorer
+
+        scorer = self.scorers.get("fragmentation")
+        return scorer.online if isinstance(scorer, FragmentationScorer) else None
 
     # ------------------------------------------------------------------ public
     def rank(self, request: ResourceRequest, limit: int = 5) -> list[Placement]:

@@ -158,3 +158,31 @@ def test_the_native_kernel_is_the_numpy_formulas(make_cluster: ClusterFactory, s
             index.free, index.need, t, index.base, count, cluster.node_cpu_free, cluster.node_mem_free, cpu, mem, mix
         )
         assert np.allclose(index.whole_deltas(all_nodes, count, cpu, mem), want_whole)
+
+
+def test_the_configuration_declares_or_continues_a_mix(tmp_path: Path, example_inventory: Path) -> None:
+    from hami_devices.config import parse_config
+
+    with pytest.raises(InvalidConfig) as info:
+        parse_config({"scheduler": {"workload-mix": {"mode": "declared"}}})
+    assert info.value.field.startswith("scheduler.workload-mix")
+    declared = parse_config(
+        {
+            "scheduler": {
+                "policy": "fragmentation-aware",
+                "workload-mix": {"mode": "declared", "shapes": [{"gpu-milli": 500, "weight": 3}, {"num-gpu": 2}]},
+            }
+        }
+    )
+    engine = Engine.from_config(example_inventory, declared)
+    assert engine.mix is not None and [s.gpu_milli for s in engine.mix.shapes] == [500, 1000]
+    assert engine.learned_mix() is not None  # it would learn, but the declared mix is what it plans with
+    learner = OnlineMix()
+    for _ in range(40):
+        learner.observe(ResourceRequest.single(memory_percent=25, cores=25, host_cpu_milli=2000))
+    path = tmp_path / "learned.json"
+    learner.save(path)
+    online = parse_config({"scheduler": {"policy": "fragmentation-aware", "workload-mix": {"file": str(path)}}})
+    resumed = Engine.from_config(example_inventory, online).learned_mix()
+    assert resumed is not None and resumed.seen == 40
+    assert (250, 2000) in {(s.gpu_milli, s.cpu_milli) for s in resumed.mix.shapes}
