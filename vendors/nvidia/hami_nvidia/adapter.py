@@ -72,7 +72,10 @@ class NvidiaAdapter(VendorAdapter):
         scores = self._pair_scores(session, probed)
         devices: list[Device] = []
         for p in probed:
-            info = p.info.model_copy(update={"topology": scores.get(p.info.uuid, {})})
+            update: dict[str, Any] = {"topology": scores.get(p.info.uuid, {})}
+            if not (p.mig_enabled and self.config.device_plugin.mig_mode != "disabled"):
+                update["partitions"] = []  # only what plan_grant can grant is offered
+            info = p.info.model_copy(update=update)
             device = NvmlDevice(info, self, ledger, p.handle, p.geometry, p.mig_enabled)
             self._devices[info.uuid] = device
             devices.append(device)
@@ -112,6 +115,9 @@ class NvidiaAdapter(VendorAdapter):
 
     # -- simulated back end ------------------------------------------------
     def partition_catalog(self, model: str) -> list[PartitionProfile]:
+        """The model's MIG profiles, where MIG is used at all (``mig-mode`` not disabled)."""
+        if self.config.device_plugin.mig_mode == "disabled":
+            return []
         geometry = partitions.geometry_for(_catalog_model(model))
         return geometry.partition_profiles() if geometry else []
 

@@ -32,9 +32,10 @@ def run_json(args: list[str], env: dict[str, str]) -> Any:
     return json.loads(done.stdout)
 
 
-def discover(fixture: str | Path, library: Path = FAKE_NVML) -> list[dict[str, Any]]:
-    """``hami-devices discover --vendor nvidia --json`` against a fixture."""
-    out = run_json([*CLI, "discover", "--vendor", "nvidia", "--json"], nvml_env(fixture, library))
+def discover(fixture: str | Path, library: Path = FAKE_NVML, config: Path | None = None) -> list[dict[str, Any]]:
+    """``hami-devices discover --vendor nvidia --json`` against a fixture (with ``--config`` if given)."""
+    extra = ["--config", str(config)] if config is not None else []
+    out = run_json([*CLI, "discover", "--vendor", "nvidia", "--json", *extra], nvml_env(fixture, library))
     devices: list[dict[str, Any]] = out["devices"]
     return devices
 

@@ -29,7 +29,7 @@ def test_h100_node_lists_eight_gpus_with_traits_and_nvlink_scores() -> None:
         assert d["attributes"]["mig.mode"] == "disabled"
         assert "memory=v2" in d["attributes"]["nvml.versions"] and "pci=v3" in d["attributes"]["nvml.versions"]
         assert len(d["topology"]) == 7
-        assert {p["name"] for p in d["partitions"]} >= {"1g.10gb", "3g.40gb", "7g.80gb"}
+        assert d["partitions"] == []  # MIG is disabled on these GPUs: no profile can be granted
     assert [d["numa_node"] for d in devices] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert devices[0]["pci_bus_id"] == "00000000:18:00.0"
     nvlink = [_score(devices, a, b) for a, b in NVLINK_PAIRS]
@@ -44,9 +44,13 @@ def test_h100_node_lists_eight_gpus_with_traits_and_nvlink_scores() -> None:
     assert all(_score(devices, a, b) == _score(devices, b, a) for a, b in combinations(range(8), 2))
 
 
-def test_a30_node_lists_mig_instances_and_free_profiles() -> None:
-    devices = discover("a30-mig.conf")
+def test_a30_node_lists_mig_instances_and_free_profiles(tmp_path: Path) -> None:
+    assert all(d["partitions"] == [] for d in discover("a30-mig.conf"))  # mig-mode disabled: nothing to grant
+    config = tmp_path / "strict.yaml"
+    config.write_text("device-plugin:\n  mig-mode: strict\n")
+    devices = discover("a30-mig.conf", config=config)
     mig, plain = devices
+    assert plain["partitions"] == []  # MIG off on that GPU: its profiles cannot be granted
     assert mig["attributes"]["mig.mode"] == "enabled" and plain["attributes"]["mig.mode"] == "disabled"
     instances = json.loads(mig["attributes"]["mig.instances"])
     assert [(i["profile"], i["start"], i["size"]) for i in instances] == [("2g.12gb", 0, 2), ("1g.6gb", 2, 1)]

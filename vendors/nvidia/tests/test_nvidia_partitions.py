@@ -97,10 +97,12 @@ def _simulated(model: str, mode: str, count: int = 1) -> list[hami_devices.Devic
 
 
 def test_simulated_mig_models_get_their_catalog() -> None:
-    (device,) = _simulated("NVIDIA A100-SXM4-80GB", "disabled")
+    (device,) = _simulated("NVIDIA A100-SXM4-80GB", "flexible")
     assert [p.name for p in device.info.partitions][:3] == ["1g.10gb", "1g.10gb+me", "1g.20gb"]
-    (t4,) = _simulated("T4", "disabled")
+    (t4,) = _simulated("T4", "flexible")
     assert t4.info.partitions == []
+    (unused,) = _simulated("A100-80GB", "disabled")  # MIG not used: nothing offered that cannot be granted
+    assert unused.info.partitions == []
 
 
 def test_simulated_flexible_mode_packs_valid_layouts_only() -> None:
