@@ -30,14 +30,16 @@ from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCod
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
+from hami_devices.scheduling import mix as mixes
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
-from hami_devices.scheduling.policies import Policy
+from hami_devices.scheduling.policies import Policy, configured_policies, resolve_policy
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from hami_devices.adapter import VendorAdapter
+    from hami_devices.config import HamiConfig
     from hami_devices.device import Device
 
 log = logging.getLogger(__name__)
@@ -55,14 +57,20 @@ def coerce_request(request: ResourceRequest | Mapping[str, Any]) -> ResourceRequ
 
 def engine_for(
     devices: Sequence[Device],
-    handles: Sequence[DeviceHandle],
+    view: LedgerView,
     *,
     policy: Policy | str | None = None,
     policies: str | Path | None = None,
 ) -> Engine:
-    """The scoring engine over ``devices`` holding ``handles``, with the devices' configured policy."""
-    cluster = ClusterState.from_devices(devices, handles)
-    return Engine.configured(cluster, devices[0].adapter.config, policy=policy, policies=policies)
+    """The scoring engine over ``devices`` and the ledger's allocations, with the devices' configured policy,
+    continuing from the workload mix the ledger keeps (see ``scheduling.mix``)."""
+    cluster = ClusterState.from_devices(devices, view.handles())
+    engine = Engine.configured(cluster, devices[0].adapter.config, policy=policy, policies=policies)
+    if engine.learned_mix() is not None:
+        kept = mixes.load_from(view)
+        if kept is not None:
+            engine.use_learned_mix(kept)
+    return engine
 
 
 def allocate(
@@ -99,32 +107,76 @@ def allocate(
                 "parts", "hd.allocate grants devices; place a host-only request with Engine.schedule"
             )
     identity = dict(metadata or {})
+    refused: InsufficientResources | None = None
     try:
         with ledger.transaction() as view:
             if handle_id is not None and _live(view, handle_id):
                 raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
+            placement: Placement | None = request if isinstance(request, Placement) else None
             if isinstance(request, Placement):
-                placement = request
+                _learn(view, devices[0].adapter.config, request.request, policy, policies)
             else:
-                placement = engine_for(devices, view.handles(), policy=policy, policies=policies).place(request)
-            grants = _verified(placement, devices, view)
-            fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity)
-            if handle_id is not None:
-                fresh = fresh.model_copy(update={"id": handle_id})
-            handle = _realise(fresh, adapters)
-            try:
-                view.add(handle)
-                memory = {d.uuid: d.info.memory_mib for d in devices if d.uuid in handle.uuids}
-                view.record_event(lifecycle.granted(handle, memory, placement.policy))
-            except BaseException:
-                _undo(handle, adapters)
-                raise
-    except InsufficientResources as refusal:
+                engine = engine_for(devices, view, policy=policy, policies=policies)
+                try:
+                    placement = engine.place(request)
+                except InsufficientResources as exc:
+                    refused = exc  # not raised here: what the engine learned from the request must commit
+                learner = engine.learned_mix()
+                if learner is not None:
+                    mixes.save_to(view, learner)
+            handle = None if placement is None else _commit(view, placement, devices, adapters, identity, handle_id)
+    except InsufficientResources as refusal:  # a given placement that no longer fits
         asked = request.request if isinstance(request, Placement) else request
         _record_refusal(ledger, asked, refusal, identity)
         raise
+    if handle is None:  # the engine refused the request
+        assert refused is not None and not isinstance(request, Placement)
+        _record_refusal(ledger, request, refused, identity)
+        raise refused
     handle._ledger = ledger
     handle._adapters = adapters
+    return handle
+
+
+def _learn(
+    view: LedgerView,
+    config: HamiConfig,
+    request: ResourceRequest,
+    policy: Policy | str | None,
+    policies: str | Path | None,
+) -> None:
+    """A placement decided elsewhere still teaches the ledger's workload mix, as a request placed here would."""
+    user = configured_policies(config.scheduler.policy_files, policies)
+    weights = resolve_policy(policy or config.scheduler.policy, user).weights
+    settings = config.scheduler.workload_mix
+    if weights.get("fragmentation", 0) <= 0 or settings.mode != "online":
+        return
+    learner = mixes.load_from(view) or mixes.OnlineMix(half_life=settings.half_life, max_shapes=settings.max_shapes)
+    learner.observe(request)
+    mixes.save_to(view, learner)
+
+
+def _commit(
+    view: LedgerView,
+    placement: Placement,
+    devices: Sequence[Device],
+    adapters: Mapping[str, VendorAdapter],
+    identity: dict[str, str],
+    handle_id: str | None,
+) -> DeviceHandle:
+    """Verify the placement's grants, realise them and record the handle and its event, in ``view``."""
+    grants = _verified(placement, devices, view)
+    fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity)
+    if handle_id is not None:
+        fresh = fresh.model_copy(update={"id": handle_id})
+    handle = _realise(fresh, adapters)
+    try:
+        view.add(handle)
+        memory = {d.uuid: d.info.memory_mib for d in devices if d.uuid in handle.uuids}
+        view.record_event(lifecycle.granted(handle, memory, placement.policy))
+    except BaseException:
+        _undo(handle, adapters)
+        raise
     return handle
 
 

@@ -193,7 +193,13 @@ class Engine:
         cluster = ClusterState.from_inventory(inventory, rules=registry.adapters)
         engine = cls.configured(cluster, config, policy=policy, policies=policies, mix=mix)
         if ledger is not None:
-            cluster.sync(ledger.handles())
+            from hami_devices.scheduling.mix import load_from
+
+            with ledger.reading() as view:
+                cluster.sync(view.handles())
+                kept = load_from(view)
+            if kept is not None:
+                engine.use_learned_mix(kept)
         return engine
 
     @classmethod
@@ -229,6 +235,14 @@ class Engine:
             )
         return engine
 
+    def use_learned_mix(self, learner: OnlineMix) -> None:
+        """Continue from ``learner`` (a mix saved by a scheduler, or kept in a ledger)."""
+        from hami_devices.scheduling.scorers.fragmentation import FragmentationScorer
+
+        scorer = self.scorers.get("fragmentation")
+        if isinstance(scorer, FragmentationScorer):
+            scorer.online = learner
+
     def learned_mix(self) -> OnlineMix | None:
         """The workload mix the fragmentation scorer has learned (save it with ``.save(path)``), if it learns."""
         from hami_devices.scheduling.scorers.fragmentation import FragmentationScorer
@@ -244,6 +258,7 @@ class Engine:
     def place(self, request: ResourceRequest) -> Placement:
         """The best placement, or ``InsufficientResources`` with the reasons, the nearest misses and
         whether the request could fit this cluster at all (``permanent``)."""
+        self.observe(request)
         placements, reasons = self._rank(request, 1)
         if not placements:
             raise self.refusal(request, reasons)
@@ -251,6 +266,7 @@ class Engine:
 
     def try_place(self, request: ResourceRequest) -> Placement | None:
         """The best placement, or None; builds no explanation (for replays and tight loops)."""
+        self.observe(request)
         placements, _ = self._rank(request, 1, explain=False)
         return placements[0] if placements else None
 
@@ -263,6 +279,11 @@ class Engine:
         if reasons is None:
             reasons = self.rejections(request)
         return explain_refusal(self, request, reasons)
+
+    def observe(self, request: ResourceRequest) -> None:
+        """Tell the scorers a request was asked for (``place`` and ``try_place`` do; learning scorers learn)."""
+        for scorer in self.scorers.values():
+            scorer.observe(request)
 
     def schedule(self, request: ResourceRequest) -> Placement:
         """Place and book (assume) in the cluster."""
@@ -349,7 +370,9 @@ class Engine:
             ok &= c.numa[:size] == part.numa_node
         return ok
 
-    def _filter(self, part: RequestPart, index: int, request: ResourceRequest) -> _PartEval:
+    def _filter(
+        self, part: RequestPart, index: int, request: ResourceRequest, host_ok: BoolArray | None = None
+    ) -> _PartEval:
         """Candidate devices of one part, scored.
 
         Devices whose rule gives plain shares (``ClusterState.plain``) are judged with
@@ -358,12 +381,17 @@ class Engine:
         and cores, and cached masks of the static constraints; this is the accounting
         rules over arrays.  Every other device (and every device for a part that names
         a partition) is asked through its rule (``ClusterState.planned``), exactly as
-        the allocator does.  The per-device reason codes are only computed when
-        explaining.
+        the allocator does.  With ``host_ok`` (per node row; when placing) devices on nodes
+        without the request's host CPU and memory, or with fewer candidates than the part's
+        count, are no candidates either, so scorers that judge the candidates as a whole
+        (fragmentation's pool, min-max scalings) see only what can be chosen.  The
+        per-device reason codes are only computed when explaining.
         """
         c = self.cluster
         size = c.size
         ok = c.ready[:size] & self._static_ok(part)
+        if host_ok is not None:
+            ok &= host_ok[c.node[:size]]
         grants: dict[int, Grant] = {}
         if part.partition is None:
             plain = ok & c.plain[:size] & (c.cores_used[:size] <= c.core_cap[:size] - part.cores)
@@ -397,6 +425,12 @@ class Engine:
                 cand = np.concatenate([cand, extra])[order]
                 memory = np.concatenate([memory, [g.memory_mib for g in grants.values()]]).astype(np.int64)[order]
                 cores = np.array([grants[int(r)].cores if int(r) in grants else part.cores for r in cand], np.int64)
+        if host_ok is not None and part.count > 1 and cand.size:  # placing: a node with too few is no candidate
+            enough = np.bincount(c.node[cand], minlength=len(c.node_names))[c.node[cand]] >= part.count
+            if not enough.all():
+                cand, memory = cand[enough], memory[enough]
+                cores = None if cores is None else cores[enough]
+                grants = {r: g for r, g in grants.items() if r in set(cand.tolist())}
         ctx = ScoreContext(c, request, part, index, cand, memory, self.mix, cores)
         per_scorer: dict[str, FloatArray] = {}
         device_total = np.zeros(cand.size)
@@ -609,8 +643,8 @@ class Engine:
     ) -> tuple[list[Placement], dict[str, list[ReasonCode]]]:
         c = self.cluster
         self.request_topology = request.topology
-        evals = [self._filter(part, i, request) for i, part in enumerate(request.parts)]
         host_ok = c.node_ok & (c.node_cpu_free >= request.host_cpu_milli) & (c.node_mem_free >= request.host_memory_mib)
+        evals = [self._filter(part, i, request, host_ok) for i, part in enumerate(request.parts)]
         results: list[tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]] = []
         if not evals:
             placements = self._rank_host(request, host_ok, max(limit, 0))
@@ -807,6 +841,8 @@ class Engine:
             if c.node_mem_free[row] < request.host_memory_mib:
                 codes.append(ReasonCode.NODE_INSUFFICIENT_MEMORY)
             for ev in evals:
+                if not host_ok[row]:  # its devices were no candidates: the host codes above say why
+                    continue
                 have = int(np.count_nonzero(c.node[ev.rows] == row))
                 if have < ev.part.count:
                     codes.append(ReasonCode.NODE_INSUFFICIENT_DEVICES)

@@ -71,6 +71,9 @@ class WorkloadMix:
 
     shapes: tuple[Shape, ...]
     cpu_only_all_idle: bool = False
+    # The model sets tasks are constrained to, with their share of all tasks (not only the typical
+    # shapes'): how scarce each model is for constrained work.  Empty: taken from ``shapes``.
+    constraints: tuple[tuple[frozenset[str], float], ...] = ()
     cpu: IntArray = field(init=False, repr=False)
     milli: IntArray = field(init=False, repr=False)
     num: IntArray = field(init=False, repr=False)

@@ -95,14 +95,14 @@ class FragmentationIndex:
         # share a class id, so the kernel computes alike devices of a node once.
         _, classes = np.unique((model + 1) * (1 << 40) + mem_cap, return_inverse=True)
         self.need_class = np.ascontiguousarray(classes.reshape(n, width), dtype=np.int64)
-        # How scarce each slot's model is for model-constrained shapes: sum of p_s / slots accepting s.
-        constrained = np.array([s.models is not None and s.num_gpu > 0 for s in shapes], dtype=bool)
-        if constrained.any():
-            accepted = accept[:, :, constrained].sum(axis=(0, 1)).astype(np.float64)
-            share = self.mix.weight[constrained] / np.maximum(accepted, 1.0)
-            self.scarcity = (accept[:, :, constrained] * share).sum(axis=2)
-        else:
-            self.scarcity = np.zeros((n, width))
+        # How scarce each slot's model is for model-constrained tasks: sum of p / slots accepting the set.
+        constraints = self.mix.constraints or tuple(
+            (s.models, float(w)) for s, w in zip(shapes, self.mix.weight, strict=True) if s.models and s.num_gpu
+        )
+        self.scarcity = np.zeros((n, width))
+        for models, weight in constraints:
+            ok = present & np.isin(model, c.model_ids_matching(sorted(models)))
+            self.scarcity += ok * (weight / max(float(ok.sum()), 1.0))
         gpu = (self.mix.milli * self.mix.num).astype(np.float64)
         w = self.mix.weight * (gpu > 0)
         per = max(float((w * gpu).sum()), 1.0)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import ResourceRequest
@@ -79,6 +80,17 @@ def _close(a: WorkloadMix, b: WorkloadMix, tolerance: float = 0.05) -> bool:
     pb = {(*_key(s), s.mem_mib): float(w) for s, w in zip(b.shapes, b.weight, strict=True)}
     distance = 0.5 * sum(abs(pa.get(k, 0.0) - pb.get(k, 0.0)) for k in pa.keys() | pb.keys())
     return distance <= tolerance
+
+
+def _shape_fields(key: tuple[Any, ...]) -> dict[str, Any]:
+    cpu, milli, num, models, gpu_mem = key
+    models_list = sorted(models) if models is not None else None
+    return {"cpu_milli": cpu, "gpu_milli": milli, "num_gpu": num, "models": models_list, "gpu_mem_mib": gpu_mem}
+
+
+def _key_of(row: dict[str, Any]) -> tuple[Any, ...]:
+    models = frozenset(row["models"]) if row["models"] is not None else None
+    return (int(row["cpu_milli"]), int(row["gpu_milli"]), int(row["num_gpu"]), models, int(row["gpu_mem_mib"]))
 
 
 def _key(shape: Shape) -> tuple[Any, ...]:
@@ -161,48 +173,72 @@ class OnlineMix:
         prior_total = sum(s.weight for s in self.prior) or 1.0
         weighted += [(s, self._prior_weight * s.weight / prior_total) for s in self.prior]
         typical = WorkloadMix.typical(weighted, self.coverage)
-        return WorkloadMix(typical.shapes[: self.max_shapes], cpu_only_all_idle=True)
+        total = sum(w for _, w in weighted) or 1.0
+        constrained: dict[frozenset[str], float] = {}
+        for shape, weight in weighted:
+            if shape.models and shape.num_gpu:
+                constrained[shape.models] = constrained.get(shape.models, 0.0) + weight / total
+        return WorkloadMix(
+            typical.shapes[: self.max_shapes], cpu_only_all_idle=True, constraints=tuple(constrained.items())
+        )
 
     # -- persistence ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The learned state (scaled to the current request), so a restarted scheduler continues from it."""
+        """The whole learned state, exactly (floats round-trip through JSON), and the mix in use.
+
+        A scheduler that loads it continues as if it had never stopped: the same counts,
+        the same refresh schedule, the same mix until the next refresh.
+        """
         return {
             "half_life": self.half_life,
             "refresh": self.refresh,
             "coverage": self.coverage,
+            "max_shapes": self.max_shapes,
             "seen": self.seen,
-            "prior_weight": self._prior_weight / self._unit,
+            "version": self.version,
+            "unit": self._unit,
+            "prior_weight": self._prior_weight,
             "shapes": [
                 {
-                    "cpu_milli": k[0],
-                    "gpu_milli": k[1],
-                    "num_gpu": k[2],
-                    "models": sorted(k[3]) if k[3] is not None else None,
-                    "gpu_mem_mib": k[4],
-                    "weight": v / self._unit,
-                    "host_memory_mib": {str(m): w / self._unit for m, w in self._memory[k].items()},
+                    **_shape_fields(k),
+                    "weight": v,
+                    "host_memory_mib": [[m, w] for m, w in self._memory[k].items()],
                 }
                 for k, v in self._counts.items()
             ],
+            "in_use": {
+                "shapes": [
+                    {**_shape_fields(_key(s)), "weight": s.weight, "mem_mib": s.mem_mib} for s in self._mix.shapes
+                ],
+                "constraints": [[sorted(m), w] for m, w in self._mix.constraints],
+            },
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> OnlineMix:
         try:
             mix = cls(
-                half_life=float(data["half_life"]), refresh=int(data["refresh"]), coverage=float(data["coverage"])
+                half_life=float(data["half_life"]),
+                refresh=int(data["refresh"]),
+                coverage=float(data["coverage"]),
+                max_shapes=int(data["max_shapes"]),
             )
-            mix.seen = int(data["seen"])
-            mix._prior_weight = float(data["prior_weight"])
+            mix.seen, mix.version = int(data["seen"]), int(data["version"])
+            mix._unit, mix._prior_weight = float(data["unit"]), float(data["prior_weight"])
             for row in data["shapes"]:
-                models = frozenset(row["models"]) if row["models"] is not None else None
-                key = (int(row["cpu_milli"]), int(row["gpu_milli"]), int(row["num_gpu"]), models,
-                       int(row["gpu_mem_mib"]))
+                key = _key_of(row)
                 mix._counts[key] = float(row["weight"])
-                mix._memory[key] = {int(m): float(w) for m, w in row["host_memory_mib"].items()}
+                mix._memory[key] = {int(m): float(w) for m, w in row["host_memory_mib"]}
+            in_use = data["in_use"]
+            shapes = tuple(
+                Shape(k[0], k[1], k[2], k[3], float(row["weight"]), int(row["mem_mib"]), k[4])
+                for row in in_use["shapes"]
+                for k in [_key_of(row)]
+            )
+            constraints = tuple((frozenset(m), float(w)) for m, w in in_use["constraints"])
+            mix._mix = WorkloadMix(shapes, cpu_only_all_idle=True, constraints=constraints)
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidConfig("workload-mix", f"not a saved mix: {exc}") from None
-        mix._mix = mix._derive()
         return mix
 
     def save(self, path: str | Path) -> None:
@@ -215,6 +251,27 @@ class OnlineMix:
         except (OSError, json.JSONDecodeError) as exc:
             raise InvalidConfig("<file>", f"cannot read a saved mix: {exc}", source=str(path)) from None
         return cls.from_dict(data)
+
+
+LEDGER_KEY = "scheduler.workload-mix"
+"""Where a node's ledger keeps the mix its allocations have taught (``LedgerView`` observations)."""
+
+
+class _Observations(Protocol):
+    def observations(self, prefix: str) -> dict[str, tuple[float, Any]]: ...
+
+    def set_observation(self, key: str, observed_at: float, value: Any | None) -> None: ...
+
+
+def load_from(view: _Observations) -> OnlineMix | None:
+    """The learned mix a ledger keeps, if any."""
+    saved = view.observations(LEDGER_KEY).get(LEDGER_KEY)
+    return OnlineMix.from_dict(saved[1]) if saved is not None else None
+
+
+def save_to(view: _Observations, learner: OnlineMix) -> None:
+    """Keep the learned mix in the ledger (in the caller's transaction)."""
+    view.set_observation(LEDGER_KEY, time.time(), learner.to_dict())
 
 
 def declared_mix(shapes: list[dict[str, Any]], source: str = "<config>") -> WorkloadMix:

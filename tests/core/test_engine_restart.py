@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import hami_devices as hd
@@ -35,5 +36,28 @@ def test_engine_from_the_ledger_after_a_restart(tmp_path: Path, example_inventor
         assert released not in engine.cluster.bookings
         for device in devices:
             assert engine.cluster.usage_of(device.uuid) == device.usage()
+    finally:
+        ledger.close()
+
+
+def test_the_ledger_keeps_what_the_allocator_learned(tmp_path: Path, example_inventory: Path) -> None:
+    from hami_devices.config import parse_config
+    from hami_devices.scheduling.mix import load_from
+
+    config = parse_config(
+        {"scheduler": {"policy": "fragmentation-aware"}, "device-plugin": {"isolation-level": "none"}}
+    )
+    ledger = SqliteLedger(tmp_path / "ledger.db")
+    try:
+        devices = hd.discover(example_inventory, config=config, ledger=ledger)
+        for _ in range(3):
+            hd.allocate(devices, ResourceRequest.single(models=["T4"], memory_mib=4_096, cores=25))
+        with contextlib.suppress(hd.InsufficientResources):
+            hd.allocate(devices, ResourceRequest.single(models=["T4"], memory_mib=10**6))
+        with ledger.reading() as view:
+            kept = load_from(view)
+        assert kept is not None and kept.seen == 4  # a refused request teaches the mix too
+        restarted = Engine.from_config(example_inventory, config, ledger=ledger).learned_mix()
+        assert restarted is not None and restarted.to_dict() == kept.to_dict()
     finally:
         ledger.close()

@@ -95,12 +95,12 @@ def test_the_online_mix_converges_to_a_stationary_stream(tmp_path: Path) -> None
     path = tmp_path / "mix.json"
     learner.save(path)
     again = OnlineMix.load(path)
-    now = learner.derive()
-    assert [(s.cpu_milli, s.gpu_milli, s.mem_mib) for s in again.mix.shapes] == [
-        (s.cpu_milli, s.gpu_milli, s.mem_mib) for s in now.shapes
-    ]
-    assert np.allclose(again.mix.weight, now.weight)
-    assert again.seen == 6000
+    assert again.to_dict() == learner.to_dict()  # exactly: counts, refresh schedule and the mix in use
+    assert again.mix.shapes == learner.mix.shapes and again.seen == 6000
+    request = ResourceRequest.single(host_cpu_milli=2000, memory_percent=25, cores=25)
+    for _ in range(300):  # and it goes on exactly as the learner it was saved from
+        assert again.observe(request) == learner.observe(request)
+    assert again.to_dict() == learner.to_dict()
 
 
 def test_request_shapes_and_declared_mixes() -> None:

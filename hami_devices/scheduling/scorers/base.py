@@ -81,6 +81,14 @@ class Scorer:
         """Scores of the candidate nodes for a request without devices; None: this scorer has no view."""
         return None
 
+    def observe(self, request: ResourceRequest) -> None:
+        """Called once for every request the engine is asked to place, before it is scored.
+
+        Scorers that learn from the workload (the fragmentation scorer's mix) learn
+        here, from what has been asked so far and nothing later.
+        """
+        return None
+
     def score(self, ctx: ScoreContext) -> FloatArray:
         raise NotImplementedError
 

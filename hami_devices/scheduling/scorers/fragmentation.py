@@ -12,8 +12,8 @@ The policy's order of candidates, expressed as one score per device:
    model-constrained shapes) than the plain FGD winners'; the others are gated
    below them, so CPU-rich nodes of a model constrained tasks need are not
    taken for it.
-3. Ties in the integer score, in this order: the device with the node's least
-   exact rise first; the least scarce model; a node already in use before a
+3. Ties in the integer score, in this order: each node's device with the least
+   exact rise (the lowest such device) first; the least scarce model; a node already in use before a
    pristine one; for a sharing task, the least share left on the device; a
    fixed order of node names.  A task without devices takes the node with the
    least idle device share, then the least free CPU.
@@ -21,14 +21,17 @@ The policy's order of candidates, expressed as one score per device:
 Encoded as ``50 * gate + 0.49 * integer score + 0.4 * tie rank`` (0..100), so
 each key dominates the ones after it.  The mix is the engine's declared mix
 (``Engine(mix=...)``), else the one learned online (``scheduling.mix.OnlineMix``)
-from the requests of the cluster's bookings, in the order they were booked:
-what the cluster has been given to hold so far, and nothing later.
+from the requests the engine was asked to place (placed or not), in order:
+what has been asked so far, and nothing later.  ``hd.allocate`` keeps that
+learner in the node's ledger between calls, so every engine over one ledger
+plans with the same mix.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from hami_devices.models import ResourceRequest
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.fgd import MILLI, WorkloadMix, sigmoid_score
 from hami_devices.scheduling.fragindex import FragmentationIndex
@@ -55,33 +58,18 @@ class FragmentationScorer(Scorer):
     def __init__(self, online: OnlineMix | None = None) -> None:
         self.online = online or OnlineMix()
         self._index: FragmentationIndex | None = None
-        self._learned: set[str] = set()  # bookings the mix has counted
 
-    def learn(self, cluster: ClusterState) -> None:
-        """Count every booking the mix has not seen yet, in the order they were made.
-
-        The mix learns from what the cluster was given to hold, so it is a function of
-        the bookings alone: every engine over the same ledger (``schedule``,
-        ``hd.allocate``, a scheduler restarted from the ledger) plans with the same mix.
-        """
-        fresh = []
-        for booking_id in reversed(cluster.bookings):  # new bookings are the newest keys: stop at a known one
-            if booking_id in self._learned:
-                break
-            fresh.append(cluster.bookings[booking_id])
-        for booking in reversed(fresh):
-            self._learned.add(booking.id)
-            if booking.request is not None:
-                self.online.observe(booking.request)
-        if len(self._learned) > 2 * len(cluster.bookings) + 1024:  # forget ids that were released
-            self._learned &= cluster.bookings.keys()
+    def observe(self, request: ResourceRequest) -> None:
+        self.online.observe(request)
 
     def index(self, cluster: ClusterState, declared: WorkloadMix | None = None) -> FragmentationIndex:
         """The index for this cluster and the mix in use, current."""
-        if self._index is not None and self._index.cluster is not cluster:
-            self._learned.clear()
-        if declared is None:
-            self.learn(cluster)
+        if (self._index is None or self._index.cluster is not cluster) and self.online.seen == 0:
+            # A learner that has seen nothing meets a cluster that already holds work (an engine
+            # rebuilt from a ledger with no learned mix kept): what it holds is the history there is.
+            for booking in cluster.bookings.values():
+                if booking.request is not None:
+                    self.online.observe(booking.request)
         mix = declared or self.online.mix
         if self._index is None or self._index.cluster is not cluster or self._index.mix is not mix:
             self._index = FragmentationIndex(cluster, mix)
@@ -115,9 +103,12 @@ class FragmentationScorer(Scorer):
         primary = sigmoid_score(delta + idx.stranding_deltas(nodes, taken, cpu, mem))
         top = np.flatnonzero(gate & (primary == primary[gate].max()))
         at = nodes[top]
-        best_rise = np.full(len(c.node_names), np.inf)
-        np.minimum.at(best_rise, at, delta[top])
-        not_best = delta[top] > best_rise[at]
+        # Each node offers one device: its least rise, ties to its lowest device (rows are in device order).
+        by_node = np.lexsort((top, delta[top], at))
+        first = np.ones(top.size, dtype=bool)
+        first[1:] = at[by_node][1:] != at[by_node][:-1]
+        not_best = np.ones(top.size, dtype=bool)
+        not_best[by_node[first]] = False
         keys = [idx.order[at], left[top], idx.pristine(at), scarcity[top], not_best]
         score = np.asarray(GATE * gate + STEP * primary, dtype=np.float64)
         score[top] += TIE * tie_rank(keys)
