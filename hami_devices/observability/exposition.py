@@ -59,8 +59,17 @@ _USAGE_FAMILIES = (
 )
 
 
+_formatted: dict[float, str] = {}
+
+
 def _format(value: float) -> str:
-    return str(floatToGoString(value))  # type: ignore[no-untyped-call]
+    # Limits, totals, 0 and 1 recur across thousands of series: format each value once.
+    text = _formatted.get(value)
+    if text is None:
+        if len(_formatted) >= 65536:
+            _formatted.clear()
+        text = _formatted[value] = str(floatToGoString(value))  # type: ignore[no-untyped-call]
+    return text
 
 
 def _escape_value(value: str) -> str:
