@@ -145,9 +145,15 @@ class TextRenderer:
         self._allocations: list[_Allocation] = []
         self._grant_text: Text = {}
         self._usage_text: Text = {}
-        self._head: bytes | None = None  # the device and allocation families, while none of their parts changed
+        # The device and allocation families' blocks (text, and its bytes: the same object while unchanged)
+        self._blocks: list[tuple[str, bytes]] | None = None
 
     def render(self, snapshot: Snapshot) -> bytes:
+        return b"".join(self.render_parts(snapshot))
+
+    def render_parts(self, snapshot: Snapshot) -> list[bytes]:
+        """The text in parts: one per device or allocation family (the very same bytes object as last time
+        when the family did not change), then the counters and the exporter's own series."""
         with self._lock:
             if snapshot.devices is not self._devices_of:
                 self._devices_of = snapshot.devices
@@ -156,12 +162,17 @@ class TextRenderer:
             handles = snapshot.handles
             changed = self._update_allocations(handles, snapshot.regions)
             changed = self._update_devices(snapshot) or changed
-            if changed or self._head is None:
+            if changed or self._blocks is None:
                 groups = (self._device_text, self._grant_text, self._usage_text)
-                head = [self._headers[m.name] + "".join(g.get(m.name, "") for g in groups) for m in _HEAD]
-                self._head = "".join(head).encode()
+                was = self._blocks or [("", b"")] * len(_HEAD)
+                blocks = []
+                for metric, before in zip(_HEAD, was, strict=True):
+                    text = self._headers[metric.name] + "".join(g.get(metric.name, "") for g in groups)
+                    blocks.append(before if text == before[0] else (text, text.encode()))
+                self._blocks = blocks
             tail = _lines([*counter_samples(snapshot.tally), *exporter_samples(snapshot)])
-            return self._head + "".join(self._headers[m.name] + tail.get(m.name, "") for m in _TAIL).encode()
+            rest = "".join(self._headers[m.name] + tail.get(m.name, "") for m in _TAIL).encode()
+            return [*(block for _, block in self._blocks), rest]
 
     def _update_devices(self, snapshot: Snapshot) -> bool:
         handles = snapshot.handles

@@ -4,13 +4,14 @@ Reading the vendor libraries, the limiter regions and the ledger is most of a
 scrape's cost, and a scrape that waits for it inherits every hiccup of a busy
 node.  So, as the DCGM exporter does with its collection interval, the exporter
 takes a snapshot every ``interval_s`` seconds on its own thread and a scrape
-sends the last one's text (and its gzip, made once).  What it serves is never
-older than ``max_age_s`` (by default the interval plus one collection deadline,
-which is the longest a refresh can take): a scrape that finds it older -- the
-refresher was starved or has failed -- takes a fresh snapshot itself, shared
-with any refresh already under way.  ``hami_exporter_snapshot_timestamp_seconds``
-says when the served readings were taken, and each collector's ``up`` and
-duration are those of that snapshot's collection, deadline and all.
+sends the last one's text, and its gzip made once (re-compressing only the
+families that changed, see ``gzipparts``).  What it serves is never older than
+``max_age_s`` (by default the interval plus one collection deadline, which is
+the longest a refresh can take): a scrape that finds it older -- the refresher
+was starved or has failed -- takes a fresh snapshot itself, shared with any
+refresh already under way.  ``hami_exporter_snapshot_timestamp_seconds`` says
+when the served readings were taken, and each collector's ``up`` and duration
+are those of that snapshot's collection, deadline and all.
 
 ``interval_s=0`` collects on every scrape instead (concurrent scrapes share one
 collection), as ``prometheus_client`` collectors do.
@@ -18,12 +19,12 @@ collection), as ``prometheus_client`` collectors do.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import threading
 import time
 
 from hami_devices.observability.exposition import TextRenderer
+from hami_devices.observability.gzipparts import GzipParts
 from hami_devices.observability.snapshot import Sampler, Snapshot
 from hami_devices.observability.timeouts import SingleFlight
 
@@ -33,18 +34,19 @@ log = logging.getLogger(__name__)
 class Rendered:
     """One snapshot as served: its text, and the gzip of it made at most once."""
 
-    def __init__(self, snapshot: Snapshot, body: bytes, taken: float) -> None:
+    def __init__(self, snapshot: Snapshot, parts: list[bytes], taken: float, compressor: GzipParts) -> None:
         self.snapshot = snapshot
-        self.body = body
+        self.parts = parts
+        self.body = b"".join(parts)
         self.taken = taken  # time.monotonic() when the snapshot was started: its age does not jump with the clock
+        self._compressor = compressor
         self._gzip: bytes | None = None
         self._lock = threading.Lock()
 
     def gzipped(self) -> bytes:
         with self._lock:
             if self._gzip is None:
-                # level 1: most of the size win for a fraction of the CPU
-                self._gzip = gzip.compress(self.body, compresslevel=1)
+                self._gzip = self._compressor.compress(self.parts)  # only the families that changed
             return self._gzip
 
 
@@ -62,6 +64,7 @@ class Publisher:
         self._current: Rendered | None = None
         self._lock = threading.Lock()
         self._refresh = SingleFlight(self._take)
+        self._compressor = GzipParts()
 
     def refresh(self) -> Rendered:
         """A fresh snapshot, rendered and published (callers that arrive meanwhile share it)."""
@@ -78,7 +81,7 @@ class Publisher:
     def _take(self) -> Rendered:
         taken = time.monotonic()
         snapshot = self.sampler.snapshot()
-        rendered = Rendered(snapshot, self.renderer.render(snapshot), taken)
+        rendered = Rendered(snapshot, self.renderer.render_parts(snapshot), taken, self._compressor)
         with self._lock:
             if self._current is None or self._current.taken <= taken:
                 self._current = rendered
