@@ -157,8 +157,8 @@ class TextRenderer:
         with self._lock:
             if snapshot.devices is not self._devices_of:
                 self._devices_of = snapshot.devices
-                self._known = known_devices(snapshot.devices)
-                self._device_parts, self._handles = {}, None
+                self._known = known_devices(snapshot.devices)  # grants' device labels come from these too
+                self._device_parts, self._handles, self._allocations = {}, None, []
             handles = snapshot.handles
             changed = self._update_allocations(handles, snapshot.regions)
             changed = self._update_devices(snapshot) or changed

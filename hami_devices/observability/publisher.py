@@ -5,11 +5,12 @@ scrape's cost, and a scrape that waits for it inherits every hiccup of a busy
 node.  So, as the DCGM exporter does with its collection interval, the exporter
 takes a snapshot every ``interval_s`` seconds on its own thread and a scrape
 sends the last one's text, and its gzip made once (re-compressing only the
-families that changed, see ``gzipparts``).  What it serves is never older than
-``max_age_s`` (by default the interval plus one collection deadline, which is
-the longest a refresh can take): a scrape that finds it older -- the refresher
-was starved or has failed -- takes a fresh snapshot itself, shared with any
-refresh already under way.  ``hami_exporter_snapshot_timestamp_seconds`` says
+families that changed, see ``gzipparts``).  What it serves was taken at most
+``max_age_s`` before the scrape arrived (by default the interval plus one
+collection deadline, which is the longest a refresh can take): a scrape that
+finds it older -- the refresher was starved or has failed -- takes a fresh
+snapshot itself, or joins the one under way, which started at most one
+collection earlier.  ``hami_exporter_snapshot_timestamp_seconds`` says
 when the served readings were taken, and each collector's ``up`` and duration
 are those of that snapshot's collection, deadline and all.
 

@@ -100,3 +100,23 @@ class Rendering(RuleBasedStateMachine):
 
 Rendering.TestCase.settings = settings(max_examples=15, stateful_step_count=12, deadline=None)
 test_rendering = Rendering.TestCase
+
+
+def test_a_renderer_given_other_devices_labels_grants_from_them() -> None:
+    """Grants take their device labels (pci_bus_id here) from the devices the snapshot describes."""
+    ledger = MemoryLedger()
+    (device,) = simulated(ledger, t4_node(1))
+    hd.allocate([device], {"parts": [{"memory_mib": 64}]}, metadata={"pod": "p"})
+    located = type(device)(device.info.model_copy(update={"pci_bus_id": "0000:3b:00.0"}), device.adapter, ledger)
+    renderer = TextRenderer()
+    blind, seeing = Sampler([], ledger), Sampler([located], ledger)
+    try:
+        assert b'pci_bus_id="0000:3b:00.0"' not in renderer.render(blind.snapshot())
+        snapshot = seeing.snapshot()
+        ours = renderer.render(snapshot)
+        assert ours == TextRenderer().render(snapshot)
+        assert b'hami_allocation_info{node="n",vendor="nvidia",model="T4"' in ours
+        assert ours.count(b'pci_bus_id="0000:3b:00.0"') > 10
+    finally:
+        blind.close()
+        seeing.close()
