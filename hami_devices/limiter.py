@@ -56,6 +56,8 @@ __all__ = [
     "FakeDeviceSnapshot",
     "ProcessRecord",
     "Region",
+    "RegionUsage",
+    "UsageReader",
     "check_region_dir",
     "core_sources",
     "fake_gpu_snapshot",
@@ -68,6 +70,7 @@ __all__ = [
 ]
 
 MAX_DEVICES = 16
+MAX_PROCS = 256  # process slots of a region (HAMI_REGION_MAX_PROCS)
 _LIBS_DIR = Path(__file__).resolve().parent / "libs"
 _REGION_API_DIR = Path(__file__).resolve().parent / "native"  # installed by setup.py
 _ERRLEN = 512
@@ -202,38 +205,17 @@ class Region:
             handle = self._live()
             for device in range(self._lib.hami_region_device_count(handle)):
                 self._lib.hami_region_device_info(handle, device, info)
-                records.append(
-                    DeviceUsageRecord(
-                        device=device,
-                        memory_limit_bytes=int(info.memory_limit),
-                        core_limit_pct=int(info.core_limit),
-                        memory_used_bytes=int(info.memory_used),
-                        utilization_pct=int(info.util_x100) / 100.0 if info.util_valid else None,
-                        memory_peak_bytes=int(info.memory_peak),
-                    )
-                )
+                records.append(_device_record(device, info))
         return records
 
     def process_usage(self) -> list[ProcessRecord]:
         """One record per registered process and device of the region."""
-        infos = self._ffi.new("hami_proc_info[]", 256)
+        infos = self._ffi.new("hami_proc_info[]", MAX_PROCS)
         with self._lock:
             handle = self._live()
-            count = self._lib.hami_region_proc_infos(handle, infos, 256)
+            count = self._lib.hami_region_proc_infos(handle, infos, MAX_PROCS)
             devices = self._lib.hami_region_device_count(handle)
-        return [
-            ProcessRecord(
-                pid=int(infos[i].pid),
-                start_time=int(infos[i].start_time),
-                device=device,
-                memory_used_bytes=int(infos[i].used[device]),
-                alive=bool(infos[i].alive),
-                pid_namespace=int(infos[i].pidns),
-                host_pid=int(infos[i].host_pid),
-            )
-            for i in range(count)
-            for device in range(devices)
-        ]
+        return _process_records([infos[i] for i in range(count)], devices)
 
     def reclaim_dead(self) -> int:
         """Give back what exited (or pid-reused) processes still hold; returns the slots freed."""
@@ -264,6 +246,119 @@ class Region:
     def __repr__(self) -> str:
         state = "closed" if self._handle is None else "open"
         return f"Region({str(self.path)!r}, {state})"
+
+
+def _device_record(device: int, info: Any) -> DeviceUsageRecord:
+    return DeviceUsageRecord(
+        device=device,
+        memory_limit_bytes=int(info.memory_limit),
+        core_limit_pct=int(info.core_limit),
+        memory_used_bytes=int(info.memory_used),
+        utilization_pct=int(info.util_x100) / 100.0 if info.util_valid else None,
+        memory_peak_bytes=int(info.memory_peak),
+    )
+
+
+def _process_records(infos: Sequence[Any], devices: int) -> list[ProcessRecord]:
+    return [
+        ProcessRecord(
+            pid=int(info.pid),
+            start_time=int(info.start_time),
+            device=device,
+            memory_used_bytes=int(info.used[device]),
+            alive=bool(info.alive),
+            pid_namespace=int(info.pidns),
+            host_pid=int(info.host_pid),
+        )
+        for info in infos
+        for device in range(devices)
+    ]
+
+
+@dataclass(frozen=True)
+class RegionUsage:
+    """One region's ``device_usage()`` and ``process_usage()``, read together."""
+
+    devices: list[DeviceUsageRecord]
+    processes: list[ProcessRecord]
+
+
+class UsageReader:
+    """Reads the usage of many open regions in one native call (``hami_regions_usage``).
+
+    A region whose accounting reads exactly as at the previous call gives back the
+    very same ``RegionUsage`` object, so a caller polling hundreds of mostly idle
+    allocations can skip, by identity, the work for those that did not change.
+    Not thread-safe: one owner (e.g. an exporter's limiter collector) calls it.
+    """
+
+    def __init__(self) -> None:
+        native = _native()
+        self._ffi, self._lib = native.ffi, native.lib
+        self._device_size = self._ffi.sizeof("hami_device_info")
+        self._proc_size = self._ffi.sizeof("hami_proc_info")
+        self._capacity = 0
+        self._proc_capacity = 0
+        self._last: dict[Region, tuple[bytes, RegionUsage]] = {}
+        self._buffers(1, 1)
+
+    def _buffers(self, n: int, procs: int) -> None:
+        if n > self._capacity:
+            self._capacity = max(n, 2 * self._capacity, 64)
+            self._dev = self._ffi.new("hami_device_info[]", self._capacity * MAX_DEVICES)
+            self._dev_off = self._ffi.new("int[]", self._capacity + 1)
+            self._proc_off = self._ffi.new("int[]", self._capacity + 1)
+        if procs > self._proc_capacity:
+            self._proc_capacity = max(procs, 2 * self._proc_capacity, 256)
+            self._proc = self._ffi.new("hami_proc_info[]", self._proc_capacity)
+
+    def read(self, regions: Sequence[Region]) -> list[RegionUsage | None]:
+        """Each region's usage, in order; ``None`` for a region that is closed."""
+        n = len(regions)
+        self._buffers(n, 0)
+        held: list[Region] = []
+        try:
+            for region in regions:
+                region._lock.acquire()  # no region is closed under the native read
+                held.append(region)
+            handles = self._ffi.new("hami_region *[]", [r._handle or self._ffi.NULL for r in regions])
+            while True:
+                needed = self._lib.hami_regions_usage(
+                    handles, n, self._dev, self._dev_off, self._proc, self._proc_capacity, self._proc_off
+                )
+                if needed <= self._proc_capacity:
+                    break
+                self._buffers(n, needed)
+            open_ = [r._handle is not None for r in regions]
+        finally:
+            for region in held:
+                region._lock.release()
+        dev_off = self._ffi.unpack(self._dev_off, n + 1)
+        proc_off = self._ffi.unpack(self._proc_off, n + 1)
+        devs = self._ffi.buffer(self._dev, dev_off[n] * self._device_size)[:]
+        procs = self._ffi.buffer(self._proc, proc_off[n] * self._proc_size)[:]
+        last, current = self._last, {}
+        out: list[RegionUsage | None] = []
+        dsize, psize = self._device_size, self._proc_size
+        for i, region in enumerate(regions):
+            if not open_[i]:
+                out.append(None)
+                continue
+            d0, d1, p0, p1 = dev_off[i], dev_off[i + 1], proc_off[i], proc_off[i + 1]
+            raw = devs[d0 * dsize : d1 * dsize] + procs[p0 * psize : p1 * psize]
+            seen = last.get(region)
+            if seen is not None and seen[0] == raw:
+                usage = seen[1]
+            else:
+                devices = d1 - d0
+                usage = RegionUsage(
+                    [_device_record(d, self._dev[d0 + d]) for d in range(devices)],
+                    _process_records([self._proc[j] for j in range(p0, p1)], devices),
+                )
+            current[region] = (raw, usage)
+            out.append(usage)
+        self._last = current  # regions not read this time are forgotten
+        return out
 
 
 def parse_bytes(text: str) -> int:

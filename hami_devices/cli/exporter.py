@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from hami_devices.cli.common import add_source, devices_from, ledger_from
-from hami_devices.errors import HamiError
+from hami_devices.errors import HamiError, InvalidRequest
 
 
 class MissingExtra(HamiError):
@@ -27,17 +27,25 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--listen", default="127.0.0.1:9400", metavar="HOST:PORT", help="default: %(default)s")
     parser.add_argument(
         "--timeout", type=float, default=5.0, metavar="S",
-        help="per-collector deadline within one scrape (each vendor library, the limiter, the ledger)",
+        help="per-collector deadline within one collection (each vendor library, the limiter, the ledger)",
     )
     parser.add_argument(
         "--observe-interval", type=float, default=15.0, metavar="S",
         help="seconds between observation passes; 0 turns observation off (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--refresh-interval", type=float, default=5.0, metavar="S",
+        help="read the libraries, regions and ledger in the background this often and serve the last reading, "
+        "at most S plus --timeout seconds old (hami_exporter_snapshot_timestamp_seconds says when it was "
+        "taken); 0 reads them on every scrape (default: %(default)s)",
     )
     parser.add_argument("--once", action="store_true", help="observe once, print one scrape to stdout, and exit")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.refresh_interval < 0:
+        raise InvalidRequest("--refresh-interval", "must be 0 (read on every scrape) or a positive number of seconds")
     try:
         from hami_devices.observability import server
         from hami_devices.observability.observer import Observer
@@ -57,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
             ledger.close()
         return 0
     exporter = server.start(
-        devices, ledger, listen=args.listen, timeout_s=args.timeout, observe_interval_s=args.observe_interval
+        devices, ledger, listen=args.listen, timeout_s=args.timeout, observe_interval_s=args.observe_interval,
+        refresh_interval_s=args.refresh_interval,
     )
     host, _ = server.parse_listen(args.listen)
     print(f"serving http://{host}:{exporter.port}/metrics ({len(devices)} devices)", file=sys.stderr, flush=True)

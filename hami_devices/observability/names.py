@@ -96,6 +96,10 @@ COLLECTOR_SECONDS = _m(
     "hami_exporter_collector_duration_seconds", "gauge", "How long the collector took (or has been running).",
     ("collector",),
 )
+SNAPSHOT_TIMESTAMP = _m(
+    "hami_exporter_snapshot_timestamp_seconds", "gauge",
+    "Unix time the served readings were taken; time() minus it is how stale they are.", (),
+)
 
 SERVED: tuple[MetricName, ...] = (
     DEVICE_INFO, DEVICE_MEMORY_TOTAL, DEVICE_MEMORY_USED, DEVICE_UTILIZATION, DEVICE_TEMPERATURE, DEVICE_POWER,
@@ -103,7 +107,7 @@ SERVED: tuple[MetricName, ...] = (
     ALLOCATION_INFO, ALLOCATION_MEMORY_LIMIT, ALLOCATION_CORES_LIMIT, ALLOCATION_MEMORY_USED,
     ALLOCATION_MEMORY_PEAK, ALLOCATION_UTILIZATION, ALLOCATION_PROCESSES,
     GRANTED, RELEASED, EVICTIONS, REFUSALS, LIMITER_REFUSALS, EVENTS,
-    COLLECTOR_UP, COLLECTOR_SECONDS,
+    COLLECTOR_UP, COLLECTOR_SECONDS, SNAPSHOT_TIMESTAMP,
 )
 
 

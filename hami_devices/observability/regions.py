@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hami_devices.errors import LimiterError
-from hami_devices.limiter import Region
+from hami_devices.limiter import Region, RegionUsage, UsageReader
 from hami_devices.models import DeviceHandle, group_key
 
 
@@ -47,26 +47,96 @@ class RegionReading:
     grants: dict[str, GrantReading]  # device uuid -> reading
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Where one (node, vendor) group of a handle keeps its region, and which grant each slot is."""
+
+    handle_id: str
+    group: str
+    path: str
+    slots: list[str]  # device slot -> grant uuid
+
+
+def _plans(handle: DeviceHandle) -> list[_Plan]:
+    plans = []
+    for node, vendor in handle.groups:
+        path = handle.region_for(node, vendor)
+        if path is not None:
+            slots = [g.uuid for g in handle.grants if g.node == node and g.vendor == vendor]
+            plans.append(_Plan(handle.id, group_key(node, vendor), path, slots))
+    return plans
+
+
+def _reading(plan: _Plan, usage: RegionUsage) -> RegionReading:
+    per_process: dict[tuple[int, int], ProcessReading] = {}
+    grants: dict[str, GrantReading] = {}
+    for record in usage.devices:
+        if record.device >= len(plan.slots):
+            continue
+        mine = [
+            ProcessReading(p.pid, p.start_time, p.alive, p.memory_used_bytes, p.host_pid, p.pid_namespace)
+            for p in usage.processes
+            if p.device == record.device
+        ]
+        util = None if record.utilization_pct is None else record.utilization_pct / 100.0
+        grants[plan.slots[record.device]] = GrantReading(
+            record.memory_limit_bytes, record.memory_used_bytes, record.memory_peak_bytes, util, mine
+        )
+        for p in mine:
+            key = (p.pid, p.start_time)
+            held = per_process.get(key)
+            total = p.memory_used_bytes + (held.memory_used_bytes if held else 0)
+            per_process[key] = ProcessReading(p.pid, p.start_time, p.alive, total, p.host_pid, p.pid_namespace)
+    return RegionReading(plan.handle_id, plan.group, list(per_process.values()), grants)
+
+
 class RegionReader:
-    """Reads the regions of the given handles; not thread-safe (one collector thread owns it)."""
+    """Reads the regions of the given handles; not thread-safe (one collector thread owns it).
+
+    All regions are read in one native call; a region whose accounting did not
+    change since the last read gives back the same ``RegionReading`` object, so
+    the exporter re-renders only the allocations whose usage moved.
+    """
 
     def __init__(self) -> None:
         self._open: dict[str, Region] = {}
+        self._plans: dict[str, list[_Plan]] = {}  # handle id -> its groups (a handle never changes)
+        self._usage: UsageReader | None = None
+        self._readings: dict[str, tuple[RegionUsage, _Plan, RegionReading]] = {}  # path -> the last reading
 
     def read(self, handles: Iterable[DeviceHandle]) -> list[RegionReading]:
-        readings: list[RegionReading] = []
-        wanted: set[str] = set()
+        plans: dict[str, list[_Plan]] = {}
+        targets: list[tuple[_Plan, Region]] = []
         for handle in handles:
-            for (node, vendor) in handle.groups:
-                path = handle.region_for(node, vendor)
-                if path is None:
-                    continue
-                wanted.add(path)
-                reading = self._read_one(handle, node, vendor, path)
-                if reading is not None:
-                    readings.append(reading)
+            mine = self._plans.get(handle.id)
+            if mine is None:
+                mine = _plans(handle)
+            plans[handle.id] = mine
+            for plan in mine:
+                region = self._region(plan.path)
+                if region is not None:
+                    targets.append((plan, region))
+        self._plans = plans
+        wanted = {plan.path for group in plans.values() for plan in group}
         for path in set(self._open) - wanted:
             self._open.pop(path).close()
+        if not targets:
+            self._readings = {}
+            return []
+        if self._usage is None:
+            self._usage = UsageReader()
+        usages = self._usage.read([region for _plan, region in targets])
+        readings: list[RegionReading] = []
+        last, kept = self._readings, {}
+        for (plan, _region), usage in zip(targets, usages, strict=True):
+            if usage is None:
+                continue
+            seen = last.get(plan.path)
+            unchanged = seen is not None and seen[0] is usage and seen[1] is plan
+            reading = seen[2] if seen is not None and unchanged else _reading(plan, usage)
+            kept[plan.path] = (usage, plan, reading)
+            readings.append(reading)
+        self._readings = kept
         return readings
 
     def _region(self, path: str) -> Region | None:
@@ -82,40 +152,8 @@ class RegionReader:
             self._open[path] = region
         return region
 
-    def _read_one(self, handle: DeviceHandle, node: str, vendor: str, path: str) -> RegionReading | None:
-        region = self._region(path)
-        if region is None:
-            return None
-        try:
-            devices = region.device_usage()
-            procs = region.process_usage()
-        except LimiterError:
-            self._open.pop(path, None)
-            region.close()
-            return None
-        slots = [g.uuid for g in handle.grants if g.node == node and g.vendor == vendor]
-        per_process: dict[tuple[int, int], ProcessReading] = {}
-        grants: dict[str, GrantReading] = {}
-        for record in devices:
-            if record.device >= len(slots):
-                continue
-            mine = [
-                ProcessReading(p.pid, p.start_time, p.alive, p.memory_used_bytes, p.host_pid, p.pid_namespace)
-                for p in procs
-                if p.device == record.device
-            ]
-            util = None if record.utilization_pct is None else record.utilization_pct / 100.0
-            grants[slots[record.device]] = GrantReading(
-                record.memory_limit_bytes, record.memory_used_bytes, record.memory_peak_bytes, util, mine
-            )
-            for p in mine:
-                key = (p.pid, p.start_time)
-                held = per_process.get(key)
-                total = p.memory_used_bytes + (held.memory_used_bytes if held else 0)
-                per_process[key] = ProcessReading(p.pid, p.start_time, p.alive, total, p.host_pid, p.pid_namespace)
-        return RegionReading(handle.id, group_key(node, vendor), list(per_process.values()), grants)
-
     def close(self) -> None:
         for region in self._open.values():
             region.close()
         self._open.clear()
+        self._readings.clear()

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hami_devices.device import Device
+from hami_devices.device import Device, DeviceReadings
 from hami_devices.models import DeviceHandle, Grant, is_available
 from hami_devices.observability import names
 from hami_devices.observability.names import MetricName
-from hami_devices.observability.regions import GrantReading
-from hami_devices.observability.snapshot import Snapshot
+from hami_devices.observability.regions import GrantReading, RegionReading
+from hami_devices.observability.snapshot import EventTally, Snapshot
 
 MIB = 1024 * 1024
 
 Labels = tuple[str, ...]
+Sample = tuple[MetricName, Labels, float]
 Series = dict[MetricName, list[tuple[Labels, float]]]
 
 
@@ -39,9 +40,13 @@ class GrantRow:
 Rows = dict[str, list[GrantRow]]  # allocation id -> its grants' rows
 
 
-def _facts(device: Device) -> Labels:
+def device_labels(device: Device) -> Labels:
     info = device.info
     return (info.node, info.vendor, info.model, info.uuid, str(info.index), info.pci_bus_id or "")
+
+
+def known_devices(devices: list[Device]) -> dict[str, Labels]:
+    return {d.uuid: device_labels(d) for d in devices}
 
 
 def _grant_facts(grant: Grant, known: dict[str, Labels]) -> Labels:
@@ -58,51 +63,48 @@ def metadata_labels(handle: DeviceHandle) -> Labels:
     return tuple(meta.get(key, fallback.get(key, "")) for key in names.METADATA_LABELS)
 
 
-def series(snapshot: Snapshot, seen: Rows | None = None, keep: Rows | None = None) -> Series:
-    """Every series of the snapshot, in ``names.SERVED`` order (families stay contiguous).
+# The series come in parts, each a function of one thing that changes on its own (a device's readings, the
+# grants on a device, one allocation, one allocation's regions, the event tally, the collectors), so a
+# renderer can keep a part's text while its input is unchanged.  ``series`` puts every part together.
 
-    ``seen``: grant rows already worked out per allocation id (a handle never changes); the ones used
-    now are put in ``keep``, so a caller can carry them to the next snapshot.
-    """
-    out: Series = {metric: [] for metric in names.SERVED}
-    known = {d.uuid: _facts(d) for d in snapshot.devices}
-    _devices(out, snapshot, known)
-    if snapshot.handles is not None:
-        _allocations(out, snapshot, snapshot.handles, known, seen or {}, {} if keep is None else keep)
-    _counters(out, snapshot)
-    for name, outcome in sorted(snapshot.outcomes.items()):
-        out[names.COLLECTOR_UP].append(((name,), 1.0 if outcome.up else 0.0))
-        out[names.COLLECTOR_SECONDS].append(((name,), outcome.seconds))
+
+def device_samples(device: Device, labels: Labels, readings: DeviceReadings | None) -> list[Sample]:
+    """A device's facts and, when its vendor answered, its live readings (not-available ones left out)."""
+    numa = device.info.numa_node
+    out: list[Sample] = [
+        (names.DEVICE_INFO, (*labels, "" if numa is None else str(numa)), 1.0),
+        (names.DEVICE_MEMORY_TOTAL, labels, float(device.info.memory_mib * MIB)),
+    ]
+    if readings is not None:
+        if is_available(readings.memory_used_mib):
+            out.append((names.DEVICE_MEMORY_USED, labels, float(readings.memory_used_mib) * MIB))
+        if is_available(readings.utilization_pct):
+            out.append((names.DEVICE_UTILIZATION, labels, float(readings.utilization_pct) / 100.0))
+        if is_available(readings.temperature_c):
+            out.append((names.DEVICE_TEMPERATURE, labels, float(readings.temperature_c)))
+        if is_available(readings.power_w):
+            out.append((names.DEVICE_POWER, labels, float(readings.power_w)))
+        health = readings.health or device.info.health
+        out.append((names.DEVICE_HEALTHY, labels, 1.0 if health == "healthy" else 0.0))
     return out
 
 
-def _devices(out: Series, snapshot: Snapshot, known: dict[str, Labels]) -> None:
-    holders: dict[str, list[Grant]] = {}
-    for handle in snapshot.handles or []:
+def holders(handles: list[DeviceHandle]) -> dict[str, list[Grant]]:
+    """Device uuid -> the grants on it."""
+    found: dict[str, list[Grant]] = {}
+    for handle in handles:
         for grant in handle.grants:
-            holders.setdefault(grant.uuid, []).append(grant)
-    for device in snapshot.devices:
-        labels = known[device.uuid]
-        numa = device.info.numa_node
-        out[names.DEVICE_INFO].append(((*labels, "" if numa is None else str(numa)), 1.0))
-        out[names.DEVICE_MEMORY_TOTAL].append((labels, float(device.info.memory_mib * MIB)))
-        readings = snapshot.readings.get(device.uuid)
-        if readings is not None:
-            if is_available(readings.memory_used_mib):
-                out[names.DEVICE_MEMORY_USED].append((labels, float(readings.memory_used_mib) * MIB))
-            if is_available(readings.utilization_pct):
-                out[names.DEVICE_UTILIZATION].append((labels, float(readings.utilization_pct) / 100.0))
-            if is_available(readings.temperature_c):
-                out[names.DEVICE_TEMPERATURE].append((labels, float(readings.temperature_c)))
-            if is_available(readings.power_w):
-                out[names.DEVICE_POWER].append((labels, float(readings.power_w)))
-            health = readings.health or device.info.health
-            out[names.DEVICE_HEALTHY].append((labels, 1.0 if health == "healthy" else 0.0))
-        if snapshot.handles is not None:
-            grants = holders.get(device.uuid, [])
-            out[names.DEVICE_SHARERS].append((labels, float(len(grants))))
-            out[names.DEVICE_MEMORY_GRANTED].append((labels, float(sum(g.memory_mib for g in grants)) * MIB))
-            out[names.DEVICE_CORES_GRANTED].append((labels, sum(g.cores for g in grants) / 100.0))
+            found.setdefault(grant.uuid, []).append(grant)
+    return found
+
+
+def share_samples(labels: Labels, grants: list[Grant]) -> list[Sample]:
+    """What the ledger has granted on a device (only when the ledger could be read)."""
+    return [
+        (names.DEVICE_SHARERS, labels, float(len(grants))),
+        (names.DEVICE_MEMORY_GRANTED, labels, float(sum(g.memory_mib for g in grants)) * MIB),
+        (names.DEVICE_CORES_GRANTED, labels, sum(g.cores for g in grants) / 100.0),
+    ]
 
 
 def grant_rows(handle: DeviceHandle, known: dict[str, Labels]) -> list[GrantRow]:
@@ -116,51 +118,94 @@ def grant_rows(handle: DeviceHandle, known: dict[str, Labels]) -> list[GrantRow]
     return rows
 
 
-def _allocations(
-    out: Series,
-    snapshot: Snapshot,
-    handles: list[DeviceHandle],
-    known: dict[str, Labels],
-    seen: Rows,
-    keep: Rows,
-) -> None:
-    live: dict[tuple[str, str], GrantReading] = {}
-    for region in snapshot.regions:
-        for uuid, reading in region.grants.items():
-            live[(region.handle_id, uuid)] = reading
-    info, limit = out[names.ALLOCATION_INFO], out[names.ALLOCATION_MEMORY_LIMIT]
-    cores, used = out[names.ALLOCATION_CORES_LIMIT], out[names.ALLOCATION_MEMORY_USED]
-    peak, util = out[names.ALLOCATION_MEMORY_PEAK], out[names.ALLOCATION_UTILIZATION]
-    procs = out[names.ALLOCATION_PROCESSES]
-    for handle in handles:
-        rows = seen.get(handle.id) or grant_rows(handle, known)
-        keep[handle.id] = rows
-        for row in rows:
-            info.append(row.info)
-            limit.append(row.limit)
-            cores.append(row.cores)
-            found = live.get((handle.id, row.uuid))
-            if found is None:
-                continue  # no region here (another node, isolation off) or the limiter collector is down
-            labels = row.labels
-            used.append((labels, found.memory_used_bytes))
-            peak.append((labels, found.memory_peak_bytes))
-            procs.append((labels, len([p for p in found.processes if p.alive])))
-            if found.utilization_ratio is not None:
-                util.append((labels, found.utilization_ratio))
+def grant_samples(rows: list[GrantRow]) -> list[Sample]:
+    """An allocation's static series: its identity and its limits, per grant."""
+    out: list[Sample] = []
+    for row in rows:
+        out.append((names.ALLOCATION_INFO, *row.info))
+        out.append((names.ALLOCATION_MEMORY_LIMIT, *row.limit))
+        out.append((names.ALLOCATION_CORES_LIMIT, *row.cores))
+    return out
 
 
-def _counters(out: Series, snapshot: Snapshot) -> None:
-    tally = snapshot.tally
+def usage_samples(rows: list[GrantRow], regions: list[RegionReading]) -> list[Sample]:
+    """An allocation's live series from its limiter regions; a grant with no region here has none."""
+    live: dict[str, GrantReading] = {}
+    for region in regions:
+        live.update(region.grants)
+    out: list[Sample] = []
+    for row in rows:
+        found = live.get(row.uuid)
+        if found is None:
+            continue  # no region here (another node, isolation off) or the limiter collector is down
+        labels = row.labels
+        out.append((names.ALLOCATION_MEMORY_USED, labels, float(found.memory_used_bytes)))
+        out.append((names.ALLOCATION_MEMORY_PEAK, labels, float(found.memory_peak_bytes)))
+        out.append((names.ALLOCATION_PROCESSES, labels, float(len([p for p in found.processes if p.alive]))))
+        if found.utilization_ratio is not None:
+            out.append((names.ALLOCATION_UTILIZATION, labels, found.utilization_ratio))
+    return out
+
+
+def regions_by_handle(regions: list[RegionReading]) -> dict[str, list[RegionReading]]:
+    found: dict[str, list[RegionReading]] = {}
+    for region in regions:
+        found.setdefault(region.handle_id, []).append(region)
+    return found
+
+
+def counter_samples(tally: EventTally | None) -> list[Sample]:
     if tally is None:
-        return  # counters come from the ledger's event log; never reset them to 0 because it was busy
-    out[names.GRANTED].append(((), float(tally.by_kind.get("allocation.granted", 0))))
-    out[names.RELEASED].append(((), float(tally.by_kind.get("allocation.released", 0))))
-    for reclaimer, n in sorted(tally.evictions.items()):
-        out[names.EVICTIONS].append(((reclaimer,), float(n)))
-    for reason, n in sorted(tally.refusals.items()):
-        out[names.REFUSALS].append(((reason,), float(n)))
-    for uuid, n in sorted(tally.limiter_refusals.items()):
-        out[names.LIMITER_REFUSALS].append(((uuid,), float(n)))
-    for kind, n in sorted(tally.by_kind.items()):
-        out[names.EVENTS].append(((kind,), float(n)))
+        return []  # counters come from the ledger's event log; never reset them to 0 because it was busy
+    out: list[Sample] = [
+        (names.GRANTED, (), float(tally.by_kind.get("allocation.granted", 0))),
+        (names.RELEASED, (), float(tally.by_kind.get("allocation.released", 0))),
+    ]
+    out += [(names.EVICTIONS, (reclaimer,), float(n)) for reclaimer, n in sorted(tally.evictions.items())]
+    out += [(names.REFUSALS, (reason,), float(n)) for reason, n in sorted(tally.refusals.items())]
+    out += [(names.LIMITER_REFUSALS, (uuid,), float(n)) for uuid, n in sorted(tally.limiter_refusals.items())]
+    out += [(names.EVENTS, (kind,), float(n)) for kind, n in sorted(tally.by_kind.items())]
+    return out
+
+
+def exporter_samples(snapshot: Snapshot) -> list[Sample]:
+    """Which collectors answered, how long each took, and when the snapshot was taken."""
+    out: list[Sample] = []
+    for name, outcome in sorted(snapshot.outcomes.items()):
+        out.append((names.COLLECTOR_UP, (name,), 1.0 if outcome.up else 0.0))
+        out.append((names.COLLECTOR_SECONDS, (name,), outcome.seconds))
+    out.append((names.SNAPSHOT_TIMESTAMP, (), snapshot.time))
+    return out
+
+
+def series(snapshot: Snapshot, seen: Rows | None = None, keep: Rows | None = None) -> Series:
+    """Every series of the snapshot, in ``names.SERVED`` order (families stay contiguous).
+
+    ``seen``: grant rows already worked out per allocation id (a handle never changes); the ones used
+    now are put in ``keep``, so a caller can carry them to the next snapshot.
+    """
+    out: Series = {metric: [] for metric in names.SERVED}
+
+    def put(samples: list[Sample]) -> None:
+        for metric, labels, value in samples:
+            out[metric].append((labels, value))
+
+    known = known_devices(snapshot.devices)
+    handles = snapshot.handles
+    shares = holders(handles) if handles is not None else {}
+    for device in snapshot.devices:
+        labels = known[device.uuid]
+        put(device_samples(device, labels, snapshot.readings.get(device.uuid)))
+        if handles is not None:
+            put(share_samples(labels, shares.get(device.uuid, [])))
+    if handles is not None:
+        seen, keep = seen or {}, {} if keep is None else keep
+        regions = regions_by_handle(snapshot.regions)
+        for handle in handles:
+            rows = seen.get(handle.id) or grant_rows(handle, known)
+            keep[handle.id] = rows
+            put(grant_samples(rows))
+            put(usage_samples(rows, regions.get(handle.id, [])))
+    put(counter_samples(snapshot.tally))
+    put(exporter_samples(snapshot))
+    return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import logging
 import socket
 import threading
@@ -17,7 +16,8 @@ from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import Ledger
 from hami_devices.observability.exposition import CONTENT_TYPE, TextRenderer
 from hami_devices.observability.observer import Observer, observe_forever
-from hami_devices.observability.snapshot import Sampler
+from hami_devices.observability.publisher import Publisher
+from hami_devices.observability.snapshot import Sampler, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -45,29 +45,40 @@ class _QuietHandler(WSGIRequestHandler):
 
 @dataclass
 class Exporter:
-    """A running exporter; ``port`` is the bound one (useful with port 0).  ``stop()`` shuts it down."""
+    """A running exporter; ``port`` is the bound one (useful with port 0).  ``stop()`` shuts it down.
+
+    ``/metrics`` serves ``publisher.current()``: the last snapshot, refreshed in the background (see
+    ``publisher`` for its age bound), or a fresh one per scrape when the refresh interval is 0.
+    """
 
     sampler: Sampler
+    publisher: Publisher
     port: int = 0
-    renderer: TextRenderer = field(default_factory=TextRenderer)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _server: WSGIServer | None = None
 
+    @property
+    def renderer(self) -> TextRenderer:
+        return self.publisher.renderer
+
     def scrape(self) -> bytes:
-        """One scrape's body: a fresh snapshot in the text format."""
-        return self.renderer.render(self.sampler.snapshot())
+        """A fresh snapshot in the text format (and the one ``/metrics`` serves from now on)."""
+        return self.publisher.refresh().body
 
     def app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """The WSGI application: ``/metrics`` (gzip when the scraper accepts it, as Prometheus does)."""
         if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
             start_response("404 Not Found", [("Content-Type", "text/plain")])
             return [b"only /metrics is served\n"]
-        body = self.scrape()
+        served = self.publisher.current()
         headers = [("Content-Type", CONTENT_TYPE)]
         if "gzip" in environ.get("HTTP_ACCEPT_ENCODING", ""):
-            body = gzip.compress(body, compresslevel=1)  # level 1: most of the size win for a fraction of the CPU
+            body = served.gzipped()
             headers.append(("Content-Encoding", "gzip"))
+        else:
+            body = served.body
+        headers.append(("Content-Length", str(len(body))))
         start_response("200 OK", headers)
         return [body]
 
@@ -95,10 +106,18 @@ def start(
     listen: str | None = "127.0.0.1:9400",
     timeout_s: float = 5.0,
     observe_interval_s: float = 15.0,
+    refresh_interval_s: float = 0.0,
+    max_age_s: float | None = None,
 ) -> Exporter:
     """Serve ``/metrics`` on ``listen`` (``None``: no server, for ``scrape()`` alone) and observe every
-    ``observe_interval_s`` seconds (0: never)."""
-    exporter = Exporter(Sampler(devices, ledger, timeout_s=timeout_s))
+    ``observe_interval_s`` seconds (0: never).
+
+    ``refresh_interval_s``: take a snapshot in the background this often and serve the last one, never older
+    than ``max_age_s`` (default: the interval plus ``timeout_s``); 0 collects on every scrape.
+    """
+    sampler = Sampler(devices, ledger, timeout_s=timeout_s)
+    publisher = Publisher(sampler, TextRenderer(), interval_s=refresh_interval_s, max_age_s=max_age_s)
+    exporter = Exporter(sampler, publisher)
     if listen is not None:
         host, port = parse_listen(listen)
         server_class = _Server6 if ":" in host else _Server
@@ -110,16 +129,26 @@ def start(
         exporter._threads.append(thread)
     if observe_interval_s > 0:
         observer = Observer(ledger, max_gap_s=max(120.0, 4 * observe_interval_s))
+
+        def observed() -> Snapshot:
+            return publisher.refresh().snapshot  # an observation pass also refreshes what scrapes serve
+
         try:
-            observer.observe(exporter.sampler.snapshot())  # a baseline at once: transitions count from here
+            observer.observe(observed())  # a baseline at once: transitions count from here
         except Exception:
             log.exception("first observation pass failed")
         loop = threading.Thread(
             target=observe_forever,
-            args=(observer, exporter.sampler.snapshot, observe_interval_s, exporter._stop),
+            args=(observer, observed, observe_interval_s, exporter._stop),
             name="hami-observer",
             daemon=True,
         )
         loop.start()
         exporter._threads.append(loop)
+    if refresh_interval_s > 0:
+        refresher = threading.Thread(
+            target=publisher.run, args=(exporter._stop,), name="hami-exporter-refresh", daemon=True
+        )
+        refresher.start()
+        exporter._threads.append(refresher)
     return exporter

@@ -72,11 +72,17 @@ class Snapshot:
 
 
 class _LedgerSource:
-    """Decodes each handle once (handles never change after they are written) and reads only new events."""
+    """Decodes each handle once (handles never change after they are written) and reads only new events.
+
+    While the ledger holds the same allocations it hands back the very same list, so the renderer and the
+    region reader tell "nothing was granted or released" by identity.  Nobody mutates that list.
+    """
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
         self._handles: dict[str, DeviceHandle] = {}
+        self._ids: list[str] = []
+        self._list: list[DeviceHandle] = []
         self._tally = EventTally()
 
     def __call__(self) -> LedgerReading:
@@ -85,7 +91,9 @@ class _LedgerSource:
             fresh = [i for i in ids if i not in self._handles]
             decoded = {i: view.get(i) for i in fresh}
             events = view.events(after_seq=self._tally.last_seq)
-        self._handles = {i: self._handles.get(i) or decoded[i] for i in ids}
+        if ids != self._ids:
+            self._handles = {i: self._handles.get(i) or decoded[i] for i in ids}
+            self._ids, self._list = list(ids), list(self._handles.values())
         self._tally.add(events)
         snapshot_tally = EventTally(
             self._tally.last_seq,
@@ -94,7 +102,7 @@ class _LedgerSource:
             Counter(self._tally.evictions),
             Counter(self._tally.limiter_refusals),
         )
-        return LedgerReading(list(self._handles.values()), snapshot_tally)
+        return LedgerReading(self._list, snapshot_tally)
 
 
 def _read_vendor(devices: Sequence[Device]) -> dict[str, DeviceReadings]:

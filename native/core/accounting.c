@@ -270,20 +270,45 @@ int hami_region_device_info(hami_region *r, int device, hami_device_info *out) {
     return HAMI_OK;
 }
 
+/* Slot i into *out; 0 when the slot was freed meanwhile. */
+static int proc_info_at(hami_region *r, int i, hami_proc_info *out) {
+    hami_region_proc *p = &r->shm->proc[i];
+    int32_t pid = LOAD(p->pid);
+    if (pid == 0) return 0;
+    out->pid = pid;
+    out->start_time = p->start_time;
+    out->pidns = p->pidns;
+    out->host_pid = p->host_pid;
+    out->locked = (p->flags & HAMI_PROC_LOCKED) != 0;
+    for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++) out->used[d] = LOAD(p->used[d]);
+    out->alive = slot_alive(r, i, 1);
+    return 1;
+}
+
 int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max) {
     int n = 0;
-    for (int i = 0; i < HAMI_REGION_MAX_PROCS && n < max; i++) {
-        hami_region_proc *p = &r->shm->proc[i];
-        int32_t pid = LOAD(p->pid);
-        if (pid == 0) continue;
-        out[n].pid = pid;
-        out[n].start_time = p->start_time;
-        out[n].pidns = p->pidns;
-        out[n].host_pid = p->host_pid;
-        out[n].locked = (p->flags & HAMI_PROC_LOCKED) != 0;
-        for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++) out[n].used[d] = LOAD(p->used[d]);
-        out[n].alive = slot_alive(r, i, 1);
-        n++;
-    }
+    for (int i = 0; i < HAMI_REGION_MAX_PROCS && n < max; i++) n += proc_info_at(r, i, &out[n]);
     return n;
+}
+
+int hami_regions_usage(hami_region *const *regions, int n, hami_device_info *dev, int *dev_off,
+                       hami_proc_info *proc, int max_procs, int *proc_off) {
+    int nd = 0, np = 0;
+    for (int i = 0; i < n; i++) {
+        hami_region *r = regions[i];
+        dev_off[i] = nd;
+        proc_off[i] = np;
+        if (!r) continue;
+        for (int d = 0; d < r->device_count; d++) hami_region_device_info(r, d, &dev[nd++]);
+        /* One pass over the slot table (it is most of a region's bytes): entries past
+         * max_procs are counted, not written, so the caller learns what room to give. */
+        for (int s = 0; s < HAMI_REGION_MAX_PROCS; s++) {
+            if (LOAD(r->shm->proc[s].pid) == 0) continue;
+            if (np < max_procs) np += proc_info_at(r, s, &proc[np]);
+            else np++;
+        }
+    }
+    dev_off[n] = nd;
+    proc_off[n] = np;
+    return np;
 }

@@ -84,6 +84,8 @@ void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);
 int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
 int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);
+int hami_regions_usage(hami_region *const *regions, int n, hami_device_info *dev, int *dev_off,
+                       hami_proc_info *proc, int max_procs, int *proc_off);
 int hami_region_lock(hami_region *r);
 void hami_region_unlock(hami_region *r);
 uint64_t hami_proc_start_time(int32_t pid);

@@ -208,6 +208,14 @@ void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);
 int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
 int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);
+/* Reads many regions in one call (an exporter's scrape): region i's devices land in
+ * dev[dev_off[i] .. dev_off[i+1]) and its processes in proc[proc_off[i] .. proc_off[i+1]),
+ * as hami_region_device_info and hami_region_proc_infos give them; a NULL region has none.
+ * dev holds n * HAMI_REGION_MAX_DEVICES entries, dev_off and proc_off n + 1.  Returns the
+ * process entries needed: when that exceeds max_procs the output is incomplete and the
+ * caller retries with at least that much room. */
+int hami_regions_usage(hami_region *const *regions, int n, hami_device_info *dev, int *dev_off,
+                       hami_proc_info *proc, int max_procs, int *proc_off);
 int hami_region_device_count(const hami_region *r);
 
 /* procinfo.c */
