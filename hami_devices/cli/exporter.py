@@ -8,11 +8,7 @@ import sys
 from typing import Any
 
 from hami_devices.cli.common import add_source, devices_from, ledger_from
-from hami_devices.errors import HamiError
-
-
-class MissingExtra(HamiError):
-    """An optional dependency of a verb is not installed."""
+from hami_devices.extras import require
 
 
 def register(subparsers: Any) -> None:
@@ -38,13 +34,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from hami_devices.observability import server
-        from hami_devices.observability.observer import Observer
-    except ModuleNotFoundError as exc:
-        raise MissingExtra(
-            f"{exc.name} is not installed: pip install 'hami-devices[observability]'"
-        ) from None
+    require("prometheus_client", "hami-devices exporter")
+    from hami_devices.observability import server
+    from hami_devices.observability.observer import Observer
+
     ledger = ledger_from(args)
     devices = devices_from(args, ledger)
     if args.once:
