@@ -30,6 +30,7 @@ VERB_MODULES = (
     "events",
     "usage",
     "queues",
+    "doctor",
 )
 
 
