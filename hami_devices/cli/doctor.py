@@ -31,15 +31,22 @@ def register(subparsers: Any) -> None:
         help="SQLite ledger to check (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)",
     )
     parser.add_argument(
-        "--dev-root", metavar="DIR", type=Path, default=Path("/dev"),
+        "--dev-root",
+        metavar="DIR",
+        type=Path,
+        default=Path("/dev"),
         help="where the device nodes are (default: /dev; e.g. the host's /dev mounted elsewhere)",
     )
     parser.add_argument(
-        "--kubelet-dir", metavar="DIR", type=Path,
+        "--kubelet-dir",
+        metavar="DIR",
+        type=Path,
         help="the kubelet plugin folder a DRA node plugin needs (checked in a pod by default)",
     )
     parser.add_argument(
-        "--no-limiter-probe", dest="limiter_probe", action="store_false",
+        "--no-limiter-probe",
+        dest="limiter_probe",
+        action="store_false",
         help="skip running a short workload under each limiter shim",
     )
     parser.set_defaults(func=run)

@@ -80,4 +80,3 @@ def config_check(path: str | None) -> Check:
         return failed("config", f"{path}: {exc.strerror}", "give an existing, readable file")
     policy = getattr(config.scheduler, "policy", "?")
     return passed("config", f"{path} is valid (policy {policy})", path=path)
-

@@ -45,9 +45,7 @@ class Harness:
 
 def clean_environment() -> dict[str, str]:
     """This process's environment without any limiter setting it may have inherited."""
-    return {
-        k: v for k, v in os.environ.items() if k not in _LIMIT_VARIABLES and not k.startswith(_LIMIT_PREFIXES)
-    }
+    return {k: v for k, v in os.environ.items() if k not in _LIMIT_VARIABLES and not k.startswith(_LIMIT_PREFIXES)}
 
 
 def shim_checks(adapters: dict[str, VendorAdapter], *, probe: bool = True) -> list[Check]:

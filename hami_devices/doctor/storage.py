@@ -56,9 +56,7 @@ def ledger_check(path: Path) -> Check:
     try:
         problems = [str(row[0]) for row in conn.execute("PRAGMA integrity_check").fetchall()]
         version = schema_version(conn)
-        allocations = (
-            int(conn.execute("SELECT count(*) FROM allocations").fetchone()[0]) if version >= 1 else 0
-        )
+        allocations = int(conn.execute("SELECT count(*) FROM allocations").fetchone()[0]) if version >= 1 else 0
     except sqlite3.DatabaseError as exc:
         return failed(id, f"{path} is not a readable ledger: {exc}", moved, path=str(path))
     finally:

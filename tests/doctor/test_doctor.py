@@ -177,9 +177,22 @@ def test_the_table_shows_why_and_what_to_do(fake_node: FakeNode) -> None:
     fake_node.regions.mkdir()
     fake_node.regions.chmod(0o757)
     proc = subprocess.run(
-        [sys.executable, "-m", "hami_devices.cli.main", "doctor", "--vendor", "nvidia", "--no-limiter-probe",
-         "--dev-root", str(fake_node.dev)],
-        env=fake_node.env, capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "hami_devices.cli.main",
+            "doctor",
+            "--vendor",
+            "nvidia",
+            "--no-limiter-probe",
+            "--dev-root",
+            str(fake_node.dev),
+        ],
+        env=fake_node.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 2
     lines = proc.stdout.splitlines()
