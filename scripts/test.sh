@@ -43,8 +43,8 @@ WHEEL=$(ls "$PWD"/.whl/hami_devices-*.whl)
 
 if [ ! -x .venv-plugin/bin/python ]; then
     "$PYTHON" -m venv .venv-plugin
+    quietly .venv-plugin/bin/python -m pip install --upgrade pip setuptools wheel
 fi
-quietly .venv-plugin/bin/python -m pip install --upgrade pip setuptools wheel
 quietly .venv-plugin/bin/python -m pip install --force-reinstall --no-deps "$WHEEL"
 quietly .venv-plugin/bin/python -m pip install "$WHEEL[conformance]"
 if [ -f examples/vendor-plugin/pyproject.toml ]; then
