@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from hami_devices.doctor.report import Check, Report, Status
@@ -25,7 +25,6 @@ class Options:
     dev_root: Path = Path("/dev")
     limiter_probe: bool = True
     kubelet_dir: Path | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def run_doctor(options: Options) -> Report:
