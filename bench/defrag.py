@@ -27,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from hami_devices.simulate.sample import NODE_FILE, trace_folder  # noqa: E402
 from hami_devices.simulate.timed import DEFAULT_SCALE, DEFAULT_STRETCH, replay_timed  # noqa: E402
 from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
 
@@ -61,9 +62,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
-    nodes_csv = str(args.traces / "openb_node_list_gpu_node.csv")
+    folder, sample = trace_folder(args.traces)
+    nodes_csv = str(folder / NODE_FILE)
     names = args.only or ["default"]
-    traces = [args.traces / f"openb_pod_list_{n}.csv" for n in names]
+    traces = [folder / f"openb_pod_list_{n}.csv" for n in names]
     jobs = [
         (nodes_csv, str(t), args.policy, args.seed, every, args.max_moves, args.stretch, args.scale)
         for t in traces
@@ -94,6 +96,7 @@ def main() -> None:
             {
                 "protocol": "timed replay with departures (simulate/timed.py): this project's, not the FGD paper's",
                 "seed_article": SEED_ARTICLE,
+                "data": {"folder": str(folder), "sample": sample},
                 "runs": out,
                 "total_wall_s": round(time.perf_counter() - started, 1),
             },

@@ -50,11 +50,10 @@ from hami_devices.queueing.replay import replay  # noqa: E402
 from hami_devices.queueing.spec import parse_queues  # noqa: E402
 from hami_devices.queueing.workload import TimedTask  # noqa: E402
 from hami_devices.scheduling import ClusterState, Engine  # noqa: E402
+from hami_devices.simulate.sample import NODE_FILE, trace_folder  # noqa: E402
 from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "openb"
-if not DATA.exists():
-    DATA = Path("/work/shared/data/openb")
 
 
 def queue_files(guarantee: int, capacity: int, min_runtime: float) -> dict[str, dict[str, Any]]:
@@ -147,8 +146,9 @@ def main() -> int:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    nodes = sample_nodes(load_nodes(args.data / "openb_node_list_gpu_node.csv"), args.scale)
-    pods = load_pods(args.data / f"openb_pod_list_{args.trace}.csv")
+    data, sample = trace_folder(args.data)  # the shipped sample when the full trace is not there
+    nodes = sample_nodes(load_nodes(data / NODE_FILE), args.scale)
+    pods = load_pods(data / f"openb_pod_list_{args.trace}.csv")
     copies = {
         "online": max(1, round(args.online_copies * args.scale)),
         "research": max(1, round(args.research_copies * args.scale)),
@@ -181,6 +181,7 @@ def main() -> int:
         "bench": "queues",
         "workload": {
             "trace": args.trace,
+            "data": {"folder": str(data), "sample": sample},
             "window_start_s": args.start,
             "hours": args.hours,
             "tasks": f.tasks,

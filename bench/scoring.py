@@ -41,6 +41,7 @@ from hami_devices.scheduling.cluster import ClusterState  # noqa: E402
 from hami_devices.scheduling.engine import Engine  # noqa: E402
 from hami_devices.scheduling.policies import BUILTIN  # noqa: E402
 from hami_devices.simulate.openb import inventory_from_trace, request_for  # noqa: E402
+from hami_devices.simulate.sample import NODE_FILE, trace_folder  # noqa: E402
 from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
 from hami_devices.traits import lookup  # noqa: E402
 
@@ -199,13 +200,15 @@ def main() -> None:
                 lambda s=rng_seed: synthetic_stream(s),
             )
         )
-    if not args.no_openb and (args.openb / "openb_node_list_gpu_node.csv").exists():
-        nodes = load_nodes(args.openb / "openb_node_list_gpu_node.csv")
+    if not args.no_openb:
+        # without the full trace, the shipped sample (77 nodes): named apart, its latencies are a small cluster's
+        folder, sample = trace_folder(args.openb)
+        nodes = load_nodes(folder / NODE_FILE)
         clusters.append(
             (
-                "openb-1213",
+                f"openb-{'sample-' if sample else ''}{len(nodes)}",
                 lambda: ClusterState.from_inventory(inventory_from_trace(nodes)),
-                lambda: openb_stream(args.openb, args.seed),
+                lambda: openb_stream(folder, args.seed),
             )
         )
     results = []

@@ -61,6 +61,12 @@ class VendorAdapter(ABC):
     limiter_shim: ClassVar[str | None] = None
     """The LD_PRELOAD shim: a file name shipped with hami-devices (``libhami_cuda.so``), or
     ``"package:path/in/package.so"`` for a shim a plugin ships inside its own package."""
+    library_env: ClassVar[str | None] = None
+    """The variable naming a vendor management library to load instead of the system's
+    (``HAMI_NVML_LIBRARY``); ``hami-devices doctor`` says when the file it names is unusable."""
+    device_nodes: ClassVar[tuple[str, ...]] = ()
+    """Glob patterns, under ``/dev``, of the device nodes a workload of this vendor opens
+    (``nvidia[0-9]*``); ``hami-devices doctor`` checks they are there and accessible."""
 
     def __init__(self, config: HamiConfig | None = None) -> None:
         self.config = config or HamiConfig()
@@ -73,6 +79,14 @@ class VendorAdapter(ABC):
     @abstractmethod
     def discover(self, ledger: Ledger) -> list[Device]:
         """The physical devices on this node, through the vendor library."""
+
+    def driver_agreement(self) -> tuple[bool, str] | None:
+        """Whether the vendor library and the driver under it are the same release, where knowable.
+
+        ``(agrees, one line saying what was compared)``, or None when this node cannot tell (the
+        default).  ``hami-devices doctor`` reports it; it must not raise.
+        """
+        return None
 
     # -- facts -------------------------------------------------------------
     def traits_for(self, model: str) -> DeviceTraits | None:

@@ -172,3 +172,13 @@ class LimiterError(HamiError):
 
 class LedgerSchemaError(HamiError):
     """A ledger file written by a newer release (its schema version is unknown here), or not a ledger."""
+
+
+class MissingExtra(HamiError, ImportError):
+    """A feature needs an optional dependency (a ``hami-devices[EXTRA]``) that is not installed."""
+
+    def __init__(self, module: str, extra: str, feature: str) -> None:
+        self.module = module
+        self.extra = extra
+        self.feature = feature
+        super().__init__(f"{feature} needs {module}, which is not installed: pip install 'hami-devices[{extra}]'")

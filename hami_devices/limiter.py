@@ -66,6 +66,7 @@ __all__ = [
     "native_available",
     "parse_bytes",
     "region_dir",
+    "region_dir_path",
     "shim_library",
 ]
 
@@ -370,18 +371,22 @@ def parse_bytes(text: str) -> int:
     return int(out[0])
 
 
+def region_dir_path() -> Path:
+    """Where region files go, without creating or checking it: ``$HAMI_REGION_DIR``, else a per-user runtime folder."""
+    explicit = os.environ.get("HAMI_REGION_DIR")
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "hami-devices" / "regions"
+    return Path(tempfile.gettempdir()) / f"hami-devices-{os.getuid()}" / "regions"
+
+
 def region_dir() -> Path:
-    """Folder for region files: ``$HAMI_REGION_DIR``, else a private per-user runtime folder (created 0700).
+    """Folder for region files (``region_dir_path``), created 0700 when absent.
 
     Raises ``LimiterError`` when the folder is not safe to keep regions in (see ``check_region_dir``).
     """
-    explicit = os.environ.get("HAMI_REGION_DIR")
-    if explicit:
-        folder = Path(explicit)
-    elif os.environ.get("XDG_RUNTIME_DIR"):
-        folder = Path(os.environ["XDG_RUNTIME_DIR"]) / "hami-devices" / "regions"
-    else:
-        folder = Path(tempfile.gettempdir()) / f"hami-devices-{os.getuid()}" / "regions"
+    folder = region_dir_path()
     # mkdir(parents=True) gives the parents the umask's permissions, not `mode`: make the one we own 0700 too.
     folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.mkdir(exist_ok=True, mode=0o700)

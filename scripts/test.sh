@@ -1,24 +1,59 @@
 #!/usr/bin/env bash
-# The whole test suite from a clean checkout: makes .venv, installs the project
-# (which builds the cffi limiter module, the preload shims and the fake vendor
-# libraries) and the example third-party plugin, and the system packages the tests need
-# (scripts/system-deps.sh: the Prometheus server), then runs pytest on the project
-# and, as a plugin author's CI would, the plugin's own test command in its folder.
+# The whole test suite from a clean checkout (arguments go to pytest: `bash scripts/test.sh -q tests/core`).
+#
+#   .venv         the project, editable, with the extras the tests need, and the system packages they
+#                 use (scripts/system-deps.sh: the Prometheus server). It is also the environment of the
+#                 README's first command, so nothing test-only (the example vendor plugin) goes in it.
+#   .whl/         `python -m build`: the sdist, and the wheel built from it with the C parts compiled in.
+#   .venv-plugin  that wheel with the [conformance] extra, and the example third-party plugin, built
+#                 against the wheel's region API as a plugin author builds it (its shim lands in
+#                 examples/vendor-plugin/hami_example_accel/libs/, where the project's tests find it).
+#
+# Then pytest in .venv (tests/packaging installs the wheel without extras in a fresh venv and runs the
+# CLI there), and, as the plugin author's CI would, the plugin's own test command in .venv-plugin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+quietly() {  # run a set-up step; show its output only when it fails
+    local log
+    log=$(mktemp)
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "scripts/test.sh: failed: $*" >&2
+        return 1
+    fi
+    rm -f "$log"
+}
+
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip setuptools wheel cffi
-.venv/bin/python -m pip install -q -e '.[test,kubernetes,ray,observability]'
-bash scripts/system-deps.sh
-if [ -f examples/vendor-plugin/pyproject.toml ]; then
-    # no build isolation: the plugin builds its limiter shim against this hami-devices (a build
-    # requirement that no package index here serves)
-    .venv/bin/python -m pip install -q --no-build-isolation -e ./examples/vendor-plugin
+quietly .venv/bin/python -m pip install --upgrade pip setuptools wheel cffi
+quietly .venv/bin/python -m pip install -e '.[test,kubernetes,ray,observability]'
+# earlier versions of this script installed the example plugin here: take it out of the user's environment
+if .venv/bin/python -m pip show -q hami-example-accel >/dev/null 2>&1; then
+    quietly .venv/bin/python -m pip uninstall -y hami-example-accel
 fi
-.venv/bin/python -m pytest "$@"
+bash scripts/system-deps.sh
+
+rm -rf .whl
+quietly .venv/bin/python -m build --outdir .whl .
+WHEEL=$(ls "$PWD"/.whl/hami_devices-*.whl)
+
+if [ ! -x .venv-plugin/bin/python ]; then
+    "$PYTHON" -m venv .venv-plugin
+    quietly .venv-plugin/bin/python -m pip install --upgrade pip setuptools wheel
+fi
+quietly .venv-plugin/bin/python -m pip install --force-reinstall --no-deps "$WHEEL"
+quietly .venv-plugin/bin/python -m pip install "$WHEEL[conformance]"
 if [ -f examples/vendor-plugin/pyproject.toml ]; then
-    (cd examples/vendor-plugin && ../../.venv/bin/python -m pytest -q)
+    # no build isolation: the plugin builds its limiter shim against the hami-devices installed here,
+    # a build requirement no package index serves in this repository (see the plugin guide)
+    quietly .venv-plugin/bin/python -m pip install --no-build-isolation -e ./examples/vendor-plugin
+fi
+
+HAMI_TEST_WHEEL="$WHEEL" .venv/bin/python -m pytest "$@"
+if [ -f examples/vendor-plugin/pyproject.toml ]; then
+    (cd examples/vendor-plugin && ../../.venv-plugin/bin/python -m pytest -q)
 fi

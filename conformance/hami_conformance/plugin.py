@@ -40,6 +40,15 @@ def active(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if not active(config):
         return
-    from hami_conformance.session import ConformanceSession
+    try:
+        from hami_conformance.session import ConformanceSession
+    except ModuleNotFoundError as exc:
+        from hami_devices.extras import missing_extra
+
+        # pytest is here, but not the rest of the [conformance] extra (hypothesis)
+        missing = missing_extra(exc, "the hami-devices conformance suite")
+        if missing is None:
+            raise
+        raise pytest.UsageError(str(missing)) from None
 
     config.pluginmanager.register(ConformanceSession.start(config), ConformanceSession.PLUGIN_NAME)

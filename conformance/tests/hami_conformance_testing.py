@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,17 @@ def certify(args: list[str], env: dict[str, str], tmp_path: Path) -> tuple[subpr
 
 def failures(report: dict[str, Any]) -> dict[str, str]:
     return {c["id"]: c["reason"] for c in report.get("checks", []) if c["result"] == "fail"}
+
+
+def example_installed(tmp_path: Path) -> str:
+    """A PYTHONPATH that installs the example plugin for one subprocess, as pip would: its folder and a
+    dist-info declaring its entry points.  The project's own environment never has it installed (a user's
+    ``hami-devices vendors`` must not list a fake vendor); its shim is built by scripts/test.sh."""
+    site = tmp_path / "example-site"
+    dist = site / "hami_example_accel-1.0.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hami-example-accel\nVersion: 1.0.0\n")
+    declared = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]["entry-points"]
+    lines = [f"{name} = {target}" for name, target in declared["hami_devices.vendors"].items()]
+    (dist / "entry_points.txt").write_text("[hami_devices.vendors]\n" + "\n".join(lines) + "\n")
+    return os.pathsep.join([str(site), str(EXAMPLE)])

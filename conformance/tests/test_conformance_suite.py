@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from hami_conformance_testing import (
     HERE,
     certify,
     clean_environment,
+    example_installed,
     failures,
     fake_hardware_environment,
     results,
@@ -198,6 +198,7 @@ def test_example_plugin_is_certified_by_class(pytester: pytest.Pytester, monkeyp
     """At its full level: its own limiter shim (built by its pip install) enforces memory in a workload
     that its own harness drives."""
     monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setenv("PYTHONPATH", str(EXAMPLE))  # the workload processes import it too (not installed)
     result, report = run_suite(
         pytester,
         "--hami-adapter-class",
@@ -220,7 +221,7 @@ def test_inventory_names_a_plugins_own_models(tmp_path: Path) -> None:
         "      - {vendor: example, model: EX-1, count: 1}\n"
         "      - {vendor: nvidia, model: T4, count: 1}\n"
     )
-    env = {**clean_environment(), "PYTHONPATH": str(EXAMPLE)}
+    env = {**clean_environment(), "PYTHONPATH": example_installed(tmp_path)}
     proc, report = certify(["example", "--inventory", str(inventory), "--examples", "5"], env, tmp_path)
     assert proc.returncode == 0 and report["certified"], proc.stdout[-3000:] + proc.stderr[-2000:]
     assert report["adapter"]["backend"] == f"inventory:{inventory}"
@@ -253,14 +254,7 @@ def test_a_vendor_name_in_other_capitals_is_named_as_such(tmp_path: Path) -> Non
 
 def test_example_plugin_is_found_by_its_entry_point(tmp_path: Path) -> None:
     """As if pip-installed: a dist-info with the entry point, and the CLI finds "example" by name."""
-    site = tmp_path / "site"
-    dist = site / "hami_example_accel-1.0.0.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hami-example-accel\nVersion: 1.0.0\n")
-    declared = tomllib.loads((EXAMPLE / "pyproject.toml").read_text())["project"]["entry-points"]
-    lines = [f"{name} = {target}" for name, target in declared["hami_devices.vendors"].items()]
-    (dist / "entry_points.txt").write_text("[hami_devices.vendors]\n" + "\n".join(lines) + "\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(EXAMPLE)]), "HAMI_CONFORMANCE_EXAMPLES": "5"}
+    env = {**os.environ, "PYTHONPATH": example_installed(tmp_path), "HAMI_CONFORMANCE_EXAMPLES": "5"}
     report = tmp_path / "r.json"
     proc = subprocess.run(
         [sys.executable, "-m", "hami_devices.cli.main", "conformance", "example", "--report", str(report)],

@@ -81,6 +81,7 @@ def test_a_plugin_shim_that_does_not_limit_fails_memory_enforced(
     """The plugin's own shim is resolved inside its package and preloaded; the harness proves it works
     (the example's real shim passes, see test_conformance_suite) or, as here, that it does not."""
     monkeypatch.syspath_prepend(str(EXAMPLE))
+    monkeypatch.setenv("PYTHONPATH", str(EXAMPLE))  # the workload processes import it too (not installed)
     result, report = run_suite(pytester, "--hami-adapter-class", f"{PLUGIN_SHIM}:PassThroughShimAdapter")
     verdicts = results(report)
     assert verdicts["env.limiter-memory"] == "pass", report["checks"]

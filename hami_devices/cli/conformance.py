@@ -88,8 +88,11 @@ def exit_code(report: dict[str, Any], strict: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import pytest
+    from hami_devices.extras import require
 
+    # the suite is a pytest plugin with hypothesis state machines: both come with the [conformance] extra
+    pytest = require("pytest", "hami-devices conformance")
+    require("hypothesis", "hami-devices conformance")
     from hami_devices.cli.output import error
 
     if not args.name and not args.adapter_class:

@@ -18,6 +18,7 @@ import yaml
 
 from hami_devices.cli.common import config_from, default_ledger_path
 from hami_devices.errors import InvalidRequest
+from hami_devices.extras import require
 
 
 def register(subparsers: Any) -> None:
@@ -94,6 +95,7 @@ def _emit(objects: list[dict[str, Any]] | dict[str, Any], as_json: bool) -> None
 
 
 def _publish(args: argparse.Namespace) -> int:
+    require("kubernetes", "hami-devices dra publish")
     from hami_devices.kubernetes.dra.publish import publish_inventory
 
     objects = publish_inventory(args.inventory, config_from(args), node=args.node, generation=args.generation)
@@ -109,6 +111,8 @@ def _one_claim(path: str) -> dict[str, Any]:
 
 
 def _allocate(args: argparse.Namespace) -> int:
+    require("kubernetes", "hami-devices dra allocate")
+    require("cel", "hami-devices dra allocate")  # CEL selectors
     from hami_devices.kubernetes.dra.allocator import DraAllocator
     from hami_devices.kubernetes.dra.claims import parse_claim
 

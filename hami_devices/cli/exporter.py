@@ -8,11 +8,8 @@ import sys
 from typing import Any
 
 from hami_devices.cli.common import add_source, devices_from, ledger_from
-from hami_devices.errors import HamiError, InvalidRequest
-
-
-class MissingExtra(HamiError):
-    """An optional dependency of a verb is not installed."""
+from hami_devices.errors import InvalidRequest
+from hami_devices.extras import require
 
 
 def register(subparsers: Any) -> None:
@@ -46,13 +43,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.refresh_interval < 0:
         raise InvalidRequest("--refresh-interval", "must be 0 (read on every scrape) or a positive number of seconds")
-    try:
-        from hami_devices.observability import server
-        from hami_devices.observability.observer import Observer
-    except ModuleNotFoundError as exc:
-        raise MissingExtra(
-            f"{exc.name} is not installed: pip install 'hami-devices[observability]'"
-        ) from None
+    require("prometheus_client", "hami-devices exporter")
+    from hami_devices.observability import server
+    from hami_devices.observability.observer import Observer
+
     ledger = ledger_from(args)
     devices = devices_from(args, ledger)
     if args.once:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from hami_devices import __version__
 from hami_devices.cli.output import error
 from hami_devices.errors import HamiError
+from hami_devices.extras import missing_extra
 
 VERB_MODULES = (
     "vendors",
@@ -29,6 +30,7 @@ VERB_MODULES = (
     "events",
     "usage",
     "queues",
+    "doctor",
 )
 
 
@@ -57,6 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
     except HamiError as exc:
         error(f"{type(exc).__name__}: {exc}")
+        return 2
+    except ModuleNotFoundError as exc:
+        # a verb reached an optional dependency the base install leaves out: name the extra, not a traceback
+        missing = missing_extra(exc, f"hami-devices {args.verb}")
+        if missing is None:
+            raise
+        error(f"MissingExtra: {missing}")
         return 2
     except BrokenPipeError:
         return 0

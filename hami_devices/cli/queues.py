@@ -119,6 +119,10 @@ def _eviction_line(e: Event) -> str:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    if args.plot:  # before the replay, not after it
+        from hami_devices.extras import require
+
+        require("matplotlib", "hami-devices queues simulate --plot")
     options: dict[str, Any] = {"record_timings": True}
     if args.preemptive is not None:
         options["preemptive"] = args.preemptive

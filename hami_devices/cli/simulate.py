@@ -11,10 +11,12 @@ from typing import Any
 from tqdm import tqdm
 
 from hami_devices.cli.output import emit_json, print_table
+from hami_devices.errors import InvalidRequest
 from hami_devices.scheduling.policies import BUILTIN, load_policies, resolve_policy
 from hami_devices.simulate.plot import plot_curves
 from hami_devices.simulate.protocol import DEFAULT_INFLATION, arrival_order
 from hami_devices.simulate.replay import ReplayResult, replay
+from hami_devices.simulate.sample import NODE_FILE, SAMPLE_DIR, pod_file
 from hami_devices.simulate.trace import load_nodes, load_pods
 
 
@@ -24,10 +26,19 @@ def register(subparsers: Any) -> None:
         help="replay a GPU-sharing trace (Alibaba openb) through the scoring engine",
         description="Places every task with the scoring engine and the named policy, exactly as schedule and "
         "hd.allocate do. Follows the protocol of the openb README: sorted then seeded shuffle, inflation "
-        "to 130%% of GPU capacity, no departures; reports unallocated GPU %% at arrived = 100%%.",
+        "to 130%% of GPU capacity, no departures; reports unallocated GPU %% at arrived = 100%%. "
+        "Without --nodes and --pods it replays the sample shipped with the package (77 of the trace's "
+        "1,213 nodes); the full trace is alibaba/clusterdata cluster-trace-gpu-v2023.",
     )
-    parser.add_argument("--nodes", required=True, metavar="CSV", help="openb node list")
-    parser.add_argument("--pods", required=True, metavar="CSV", help="openb pod list")
+    parser.add_argument("--nodes", metavar="CSV", help="openb node list (default: the shipped sample's)")
+    parser.add_argument("--pods", metavar="CSV", help="openb pod list (default: the shipped sample's, see --sample)")
+    parser.add_argument(
+        "--sample",
+        default="default",
+        metavar="VARIANT",
+        help="without --nodes/--pods: the shipped openb sample's task list to replay (default, cpu050, cpu200, "
+        "gpushare40, gpushare80, gpuspec10, gpuspec20, multigpu20, multigpu40)",
+    )
     parser.add_argument(
         "--policy",
         action="append",
@@ -51,7 +62,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _trace_files(args: argparse.Namespace) -> tuple[Path, Path]:
+    if args.nodes and args.pods:
+        return Path(args.nodes), Path(args.pods)
+    if args.nodes or args.pods:
+        raise InvalidRequest("--nodes" if args.pods else "--pods", "give both --nodes and --pods, or neither")
+    pods = pod_file(SAMPLE_DIR, args.sample)
+    if not pods.is_file():
+        variants = sorted(p.stem.removeprefix("openb_pod_list_") for p in SAMPLE_DIR.glob("openb_pod_list_*.csv"))
+        raise InvalidRequest("--sample", f"no variant {args.sample!r} in the sample; one of {', '.join(variants)}")
+    return SAMPLE_DIR / NODE_FILE, pods
+
+
 def run(args: argparse.Namespace) -> int:
+    args.nodes, args.pods = _trace_files(args)
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods)
     policies = args.policies or ["fragmentation-aware"]

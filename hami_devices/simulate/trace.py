@@ -2,7 +2,7 @@
 
 Node files have ``sn,cpu_milli,memory_mib,gpu,model``; pod files have
 ``name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]`` (the multigpu
-variants stop after ``gpu_milli``).  See ``../shared/data/openb/README.md``.
+variants stop after ``gpu_milli``).  See ``openb-sample/README.md`` for the columns and the terms.
 """
 
 from __future__ import annotations

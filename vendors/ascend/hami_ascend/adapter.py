@@ -57,6 +57,8 @@ class AscendAdapter(VendorAdapter):
     visible_devices_env: ClassVar[tuple[str, ...]] = ("ASCEND_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
     vnpu_specs_env: ClassVar[str] = "ASCEND_VNPU_SPECS"
     limiter_shim: ClassVar[str | None] = "libhami_ascend.so"
+    library_env: ClassVar[str | None] = "HAMI_DCMI_LIBRARY"
+    device_nodes: ClassVar[tuple[str, ...]] = ("davinci[0-9]*",)
 
     def __init__(self, config: HamiConfig | None = None) -> None:
         super().__init__(config)

@@ -63,6 +63,8 @@ class CambriconAdapter(VendorAdapter):
     )
     visible_devices_env: ClassVar[tuple[str, ...]] = ("MLU_VISIBLE_DEVICES", "CAMBRICON_VISIBLE_DEVICES")
     limiter_shim: ClassVar[str | None] = "libhami_cambricon.so"
+    library_env: ClassVar[str | None] = "HAMI_CNDEV_LIBRARY"
+    device_nodes: ClassVar[tuple[str, ...]] = ("cambricon_dev[0-9]*",)
 
     def __init__(self, config: HamiConfig | None = None) -> None:
         super().__init__(config)

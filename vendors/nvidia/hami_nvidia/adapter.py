@@ -17,7 +17,7 @@ from hami_devices.device import Device
 from hami_devices.errors import ReasonCode
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceInfo, Grant, PartitionProfile, RequestPart
-from hami_nvidia import binding, partitions, topology
+from hami_nvidia import binding, kernel, partitions, topology
 from hami_nvidia.binding import NvmlError, call
 from hami_nvidia.device import NvmlDevice, parse_instances, probe_gpu
 from hami_nvidia.partitions import MigGeometry, MigInstance
@@ -44,6 +44,8 @@ class NvidiaAdapter(VendorAdapter):
     )
     visible_devices_env: ClassVar[tuple[str, ...]] = ("CUDA_VISIBLE_DEVICES",)
     limiter_shim: ClassVar[str | None] = "libhami_cuda.so"
+    library_env: ClassVar[str | None] = "HAMI_NVML_LIBRARY"
+    device_nodes: ClassVar[tuple[str, ...]] = ("nvidia[0-9]*",)
 
     def __init__(self, config: HamiConfig | None = None) -> None:
         super().__init__(config)
@@ -57,6 +59,13 @@ class NvidiaAdapter(VendorAdapter):
         except NvmlError as exc:
             return Probe(False, f"NVML is not usable: {exc}", binding.requested_library())
         return Probe(True, f"NVML driver {session.driver_version}, {count} GPU(s)", session.library)
+
+    def driver_agreement(self) -> tuple[bool, str] | None:
+        try:
+            library = binding.session().driver_version
+        except NvmlError:
+            return None  # the library check says why
+        return kernel.agreement(library, kernel.kernel_module_version())
 
     def discover(self, ledger: Ledger) -> list[Device]:
         session = binding.session()
