@@ -108,6 +108,7 @@ class DraAllocator:
         self.config = config
         self.registry = registry or load_vendors(config=config)
         self.catalog: Catalog = from_slices(objects)
+        self.catalog.env.prepare()
         inv = inventory(self.catalog, self._traits)
         self.engine = Engine.from_config(inv, config, policy=policy, registry=self.registry)
         self.memory_factor = accounting.memory_factor(config)
