@@ -231,7 +231,8 @@ def main() -> None:
     out = {
         "allocation": bench_allocation(args.claims, args.seed),
         "prepare": bench_prepare(args.prepares, [1, 2, 4, 8, 16, 32], args.rounds),
-        "machine": {"cpus": os.cpu_count()},
+        # The machine is shared: figures only compare with others taken at a similar load.
+        "machine": {"cpus": os.cpu_count(), "load_avg_1m_5m_15m": [round(x, 2) for x in os.getloadavg()]},
     }
     print(json.dumps(out, indent=2))
 
