@@ -192,6 +192,8 @@ def main() -> None:
         "allocations": len(handles),
         "pending_after": sum(leases.pending(h) for h in handles),
         "overcommits": overcommits,
+        # The machine is shared: figures only compare with others taken at a similar load.
+        "machine": {"cpus": os.cpu_count(), "load_avg_1m_5m_15m": [round(x, 2) for x in os.getloadavg()]},
     }))
 
 

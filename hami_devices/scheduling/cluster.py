@@ -15,6 +15,7 @@ and score every device of the cluster with a handful of vector operations.
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -67,6 +68,33 @@ _DEVICE_FIELDS: dict[str, Any] = {
 }
 _FLOAT_FIELDS = {"bandwidth", "link_bw", "cost"}
 _BOOL_FIELDS = {"alive", "healthy", "exclusive", "has_traits", "ready", "plain"}
+
+
+PLAN_MEMOS = 256
+"""Parts whose per-row plans ``plan_rows`` keeps as arrays (least recently used dropped first)."""
+
+
+@dataclass
+class PlanMemo:
+    """``ClusterState.planned`` for one part over many rows, as arrays indexed by device row.
+
+    An entry is current when ``stamp[row] == cluster.stamp[row]``; ``plan_rows`` makes the
+    rows it is given current.  ``ok``: the rule granted; then ``memory``/``cores`` and
+    ``grants[row]`` are the grant, else ``first[row]`` is its first reason code.
+    """
+
+    layout: int
+    stamp: IntArray
+    ok: BoolArray
+    memory: IntArray
+    cores: IntArray
+    first: npt.NDArray[np.object_]
+    grants: dict[int, Grant] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, layout: int, size: int) -> PlanMemo:
+        return cls(layout, np.full(size, -1, dtype=np.int64), np.zeros(size, dtype=bool),
+                   np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64), np.full(size, None, dtype=object))
 
 
 class PlacementState(StrEnum):
@@ -130,6 +158,8 @@ class ClusterState:
         self.usage: list[DeviceUsage] = []  # per row: what the bookings hold, as the accounting rules see it
         self._plans: list[dict[tuple[str, int], tuple[int, Grant | list[ReasonCode]]]] = []
         self._stamps = itertools.count(1)
+        self._plan_memos: OrderedDict[tuple[str, int], PlanMemo] = OrderedDict()
+        self._last_rows: tuple[tuple[Any, ...], IntArray] | None = None
         self._model_names: dict[int, set[str]] = {}  # model id -> every name a request may use for it
         self.nodes: dict[str, NodeState] = {}
         self._node_names: list[str] = []  # node row -> name ("" when removed)
@@ -271,6 +301,34 @@ class ClusterState:
         cache[key] = (stamp, result)
         return result
 
+    def plan_rows(self, rows: IntArray, part: RequestPart, part_key: str, part_index: int) -> PlanMemo:
+        """``planned`` for each of ``rows``, as arrays: only rows whose stamp moved since the part was last
+        planned there are asked again, so a decision over thousands of rule-planned devices costs a few
+        vector operations plus the devices that changed."""
+        key = (part_key, part_index)
+        memo = self._plan_memos.get(key)
+        if memo is None or memo.layout != self.layout_version or memo.stamp.size < self._cap:
+            # A new layout may put another device on a row: nothing remembered for it holds.
+            memo = self._plan_memos[key] = PlanMemo.empty(self.layout_version, self._cap)
+            while len(self._plan_memos) > PLAN_MEMOS:
+                self._plan_memos.popitem(last=False)
+        else:
+            self._plan_memos.move_to_end(key)
+        stale = rows[memo.stamp[rows] != self.stamp[rows]]
+        for row in stale.tolist():
+            result = self.planned(row, part, part_key, part_index)
+            memo.stamp[row] = self.stamp[row]
+            if isinstance(result, Grant):
+                memo.ok[row] = True
+                memo.memory[row] = result.memory_mib
+                memo.cores[row] = result.cores
+                memo.grants[row] = result
+            else:
+                memo.ok[row] = False
+                memo.first[row] = result[0] if result else None
+                memo.grants.pop(row, None)
+        return memo
+
     # ------------------------------------------------------------------ nodes
     def add_node(
         self,
@@ -334,6 +392,20 @@ class ClusterState:
 
     def node_row(self, name: str) -> int:
         return self._node_index[name]
+
+    def node_rows(self, names: Sequence[str]) -> IntArray:
+        """The row of each named node; -1 for a name the cluster does not know.
+
+        The last answer is kept: schedulers ask about the same list of nodes decision after decision.
+        Rows only change when nodes come or go, which changes one of the two lengths in the key.
+        """
+        key = (tuple(names), len(self._node_names), len(self.nodes))
+        if self._last_rows is not None and self._last_rows[0] == key:
+            return self._last_rows[1]
+        rows = np.fromiter(map(self._node_index.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
+        rows.flags.writeable = False  # shared with later callers
+        self._last_rows = (key, rows)
+        return rows
 
     def node_name(self, row: int) -> str:
         return self._node_names[row]

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hami_devices.config import HamiConfig
-from hami_devices.errors import InsufficientResources, InvalidConfig, ReasonCode
+from hami_devices.errors import InsufficientResources, InvalidConfig, InvalidRequest, ReasonCode
 from hami_devices.inventory import Inventory
 from hami_devices.models import PRECISIONS, Grant, RequestPart, ResourceRequest
 from hami_devices.registry import load_scorers
@@ -264,10 +264,20 @@ class Engine:
             raise self.refusal(request, reasons)
         return placements[0]
 
-    def try_place(self, request: ResourceRequest) -> Placement | None:
-        """The best placement, or None; builds no explanation (for replays and tight loops)."""
+    def try_place(
+        self, request: ResourceRequest, *, candidates: Sequence[BoolArray | None] | None = None
+    ) -> Placement | None:
+        """The best placement, or None; builds no explanation (for replays and tight loops).
+
+        ``candidates``: per part, None or a boolean mask over the cluster's device rows (at least
+        ``cluster.size`` long); the part may use only rows where it is True, exactly as if its
+        ``uuids`` listed just those devices.  For callers that narrow parts to the same large sets
+        of devices again and again (DRA selectors), where a uuid list costs more than the decision.
+        """
+        if candidates is not None and len(candidates) != len(request.parts):
+            raise InvalidRequest("candidates", f"{len(candidates)} masks for {len(request.parts)} parts")
         self.observe(request)
-        placements, _ = self._rank(request, 1, explain=False)
+        placements, _ = self._rank(request, 1, explain=False, candidates=candidates)
         return placements[0] if placements else None
 
     def refusal(
@@ -371,9 +381,18 @@ class Engine:
         return ok
 
     def _filter(
-        self, part: RequestPart, index: int, request: ResourceRequest, host_ok: BoolArray | None = None
+        self,
+        part: RequestPart,
+        index: int,
+        request: ResourceRequest,
+        candidates: BoolArray | None = None,
+        *,
+        host_ok: BoolArray | None = None,
+        scored: bool = True,
     ) -> _PartEval:
-        """Candidate devices of one part, scored.
+        """Candidate devices of one part, scored (``scored=False``: every score 0, for feasibility alone).
+
+        ``candidates``: a mask over device rows the part is further limited to (see ``try_place``).
 
         Devices whose rule gives plain shares (``ClusterState.plain``) are judged with
         one conjunction over rows [0, size): the incrementally kept ``ready`` column
@@ -392,6 +411,8 @@ class Engine:
         ok = c.ready[:size] & self._static_ok(part)
         if host_ok is not None:
             ok &= host_ok[c.node[:size]]
+        if candidates is not None:
+            ok &= candidates[:size]
         grants: dict[int, Grant] = {}
         if part.partition is None:
             plain = ok & c.plain[:size] & (c.cores_used[:size] <= c.core_cap[:size] - part.cores)
@@ -414,28 +435,28 @@ class Engine:
             asked = np.flatnonzero(ok)
         cores: IntArray | None = None
         if asked.size:
-            part_key = part.model_dump_json()
-            for row in asked.tolist():
-                result = c.planned(row, part, part_key, index)
-                if isinstance(result, Grant):
-                    grants[row] = result
-            if grants:
-                extra = np.fromiter(grants, dtype=np.int64, count=len(grants))
+            memo = c.plan_rows(asked, part, part.model_dump_json(), index)
+            extra = asked[memo.ok[asked]]
+            if extra.size:
+                # Only rows whose rule plans are ever asked for a part without a partition, so the memo's
+                # grants hold every planned candidate's current grant and nothing for a plain candidate.
+                grants = memo.grants
                 order = np.argsort(np.concatenate([cand, extra]), kind="stable")
                 cand = np.concatenate([cand, extra])[order]
-                memory = np.concatenate([memory, [g.memory_mib for g in grants.values()]]).astype(np.int64)[order]
-                cores = np.array([grants[int(r)].cores if int(r) in grants else part.cores for r in cand], np.int64)
+                memory = np.concatenate([memory, memo.memory[extra]]).astype(np.int64)[order]
+                plain_cores = np.full(order.size - extra.size, part.cores, np.int64)
+                cores = np.concatenate([plain_cores, memo.cores[extra]])[order]
         if host_ok is not None and part.count > 1 and cand.size:  # placing: a node with too few is no candidate
             enough = np.bincount(c.node[cand], minlength=len(c.node_names))[c.node[cand]] >= part.count
             if not enough.all():
+                # ``grants`` may keep rows dropped here: it is only looked up by candidate row.
                 cand, memory = cand[enough], memory[enough]
                 cores = None if cores is None else cores[enough]
-                grants = {r: g for r, g in grants.items() if r in set(cand.tolist())}
         ctx = ScoreContext(c, request, part, index, cand, memory, self.mix, cores)
         per_scorer: dict[str, FloatArray] = {}
         device_total = np.zeros(cand.size)
         weighted = np.empty(cand.size)  # one scratch array: large temporaries cost page faults
-        for name, w in self.weights.items():
+        for name, w in self.weights.items() if scored else ():
             const = self.scorers[name].constant(ctx) if cand.size else None
             if const is not None:
                 # Same values as clipping a full array of ``const`` and adding w * it elementwise.
@@ -494,8 +515,17 @@ class Engine:
         n = rows.size
         memory = self._memory_need(part, c.mem_total[at])
         fails: list[BoolArray] = []
-        fails.append(self._vendor_bad(part, c.vendor[at]))
-        fails.append(self._model_bad(part, c.model[at]))
+        size = c.size
+        if part.vendors or part.exclude_vendors:  # the filter's cached static masks, read at the live rows
+            vendors = (tuple(part.vendors), tuple(part.exclude_vendors))
+            fails.append(~self._static_mask(("vendor", vendors), lambda: ~self._vendor_bad(part, c.vendor[:size]))[at])
+        else:
+            fails.append(np.zeros(n, dtype=bool))
+        if part.models or part.exclude_models:
+            models = (tuple(part.models), tuple(part.exclude_models))
+            fails.append(~self._static_mask(("model", models), lambda: ~self._model_bad(part, c.model[:size]))[at])
+        else:
+            fails.append(np.zeros(n, dtype=bool))
         fails.append(self._uuid_mask(part, rows))
         fails.append(~c.healthy[at])
         if part.precision is not None:
@@ -522,12 +552,13 @@ class Engine:
             code[new] = i
             bad |= mask & ~asked
         if asked.any():
-            part_key = part.model_dump_json()
-            position = {reason: i for i, reason in enumerate(DEVICE_CODES)}
-            for k in np.flatnonzero(asked & node_ok).tolist():
-                result = c.planned(int(rows[k]), part, part_key, index)
-                if not isinstance(result, Grant):
-                    code[k] = position.get(result[0], position[ReasonCode.CARD_PARTITION_UNAVAILABLE])
+            ks = np.flatnonzero(asked & node_ok)
+            memo = c.plan_rows(rows[ks], part, part.model_dump_json(), index)
+            ks = ks[~memo.ok[rows[ks]]]
+            if ks.size:
+                position = {reason: i for i, reason in enumerate(DEVICE_CODES)}
+                unknown = position[ReasonCode.CARD_PARTITION_UNAVAILABLE]
+                code[ks] = [position.get(reason, unknown) for reason in memo.first[rows[ks]].tolist()]
         return rows, code
 
     def _vendor_bad(self, part: RequestPart, ids: IntArray) -> BoolArray:
@@ -639,12 +670,18 @@ class Engine:
 
     # ------------------------------------------------------------------ rank
     def _rank(
-        self, request: ResourceRequest, limit: int, *, explain: bool = True
+        self,
+        request: ResourceRequest,
+        limit: int,
+        *,
+        explain: bool = True,
+        candidates: Sequence[BoolArray | None] | None = None,
     ) -> tuple[list[Placement], dict[str, list[ReasonCode]]]:
         c = self.cluster
         self.request_topology = request.topology
+        masks = candidates if candidates is not None else [None] * len(request.parts)
         host_ok = c.node_ok & (c.node_cpu_free >= request.host_cpu_milli) & (c.node_mem_free >= request.host_memory_mib)
-        evals = [self._filter(part, i, request, host_ok) for i, part in enumerate(request.parts)]
+        evals = [self._filter(part, i, request, masks[i], host_ok=host_ok) for i, part in enumerate(request.parts)]
         results: list[tuple[float, str, list[int], list[tuple[_PartEval, _Choice]]]] = []
         if not evals:
             placements = self._rank_host(request, host_ok, max(limit, 0))

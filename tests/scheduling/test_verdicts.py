@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
@@ -82,3 +82,61 @@ def test_names_nothing_answers_to_are_unresolvable_everywhere() -> None:
     verdict = engine.judge_nodes(ResourceRequest.single(models=["NoSuchCard"]))
     assert verdict.feasible == [] and verdict.unresolvable == set(engine.cluster.nodes)
     assert all(codes == [hd.ReasonCode.UNKNOWN_MODEL] for codes in verdict.reasons.values())
+
+
+TWINS = parse_inventory({"nodes": [
+    *({"name": f"h{i}", "cpu_milli": 64000, "memory_mib": 262144,
+       "devices": [{"vendor": "nvidia", "model": "H100", "count": 8, "link": "nvlink", "numa_nodes": 2}]}
+      for i in range(5)),
+    *({"name": f"l{i}", "cpu_milli": 64000, "memory_mib": 262144,
+       "devices": [{"vendor": "nvidia", "model": "L4", "count": 8, "numa_nodes": 2}]} for i in range(3)),
+    *({"name": f"m{i}", "cpu_milli": 64000, "memory_mib": 262144,  # the same cards, another pair shape
+       "devices": [{"vendor": "nvidia", "model": "L4", "count": 8, "numa_nodes": 1}]} for i in range(2)),
+]})
+one_card = st.builds(  # a share pinned to one card, so that twin nodes end up in different situations
+    lambda node, index, memory: ResourceRequest(parts=[RequestPart(
+        memory_mib=memory, cores=20, uuids=[TWINS.nodes[node].devices[index].uuid])]),
+    st.sampled_from([0, 1, 5, 6, 8]), st.integers(0, 7), st.sampled_from([4000, 20000]),
+)
+multi = st.builds(
+    lambda count, memory, cores, model, topo: ResourceRequest(
+        parts=[RequestPart(count=count, memory_mib=memory, cores=cores, models=[model])], topology=topo),
+    st.integers(2, 5), st.sampled_from([2000, 20000, 70000]), st.sampled_from([10, 50, 100]),
+    st.sampled_from(["H100", "L4"]), st.sampled_from(["none", "required"]),
+)
+
+
+def _pinned_share(node: int, index: int) -> ResourceRequest:
+    uuid = TWINS.nodes[node].devices[index].uuid
+    return ResourceRequest(parts=[RequestPart(memory_mib=20000, cores=20, uuids=[uuid])])
+
+
+def _l4s(count: int) -> ResourceRequest:
+    return ResourceRequest(parts=[RequestPart(count=count, memory_mib=20000, cores=10, models=["L4"])])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fill=st.lists(st.one_of(multi, one_card), max_size=8), request=multi,
+       policy=st.sampled_from(["binpack", "spread", "topology-aware"]))
+# Empty L4 nodes of two NUMA shapes score alike card by card, but not as sets of five.
+@example(fill=[], request=_l4s(5), policy="binpack")
+# Two nodes with six free cards of equal scores: l0 misses one card per NUMA node, l1 two of NUMA node 0.
+@example(fill=[_pinned_share(5, 0), _pinned_share(5, 4), _pinned_share(6, 0), _pinned_share(6, 1)],
+         request=_l4s(4), policy="binpack")
+def test_node_scores_of_twin_nodes_are_each_nodes_own(fill: list[Any], request: ResourceRequest, policy: str) -> None:
+    """Nodes in the same situation share one set choice; each score is still what that node's own choice gives."""
+    engine = hd.Engine.from_config(TWINS, policy=policy)
+    for r in fill:
+        placed = engine.try_place(r)
+        if placed is not None:
+            engine.book(placed)
+    verdict = engine.judge_nodes(request, scores=True)
+    engine.request_topology = request.topology
+    [ev] = [engine._filter(part, i, request) for i, part in enumerate(request.parts)]
+    c = engine.cluster
+    own = {}
+    for name in c.nodes:
+        choice = engine._node_choice(ev, c.node_row(name), set())
+        if choice is not None:
+            own[name] = engine._combined([(ev, choice)])
+    assert verdict.scores == own

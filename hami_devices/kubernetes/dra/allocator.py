@@ -1,8 +1,13 @@
 """Allocating ResourceClaims with the scheduling engine.
 
 CEL selectors (the class's, then the request's) and constraints only *narrow*
-candidates: each request becomes a ``RequestPart`` whose ``uuids`` list the devices
-that matched, with its count and its capacity as memory MiB and cores.  Where a
+candidates: each request becomes a ``RequestPart`` with its count and its capacity as
+memory MiB and cores, limited to the devices that matched.  The engine is told those
+devices as a row mask (``Engine.try_place(candidates=...)``, the same as a uuid list,
+which for a thousand devices cost more than the decision); the booking and any
+refusal carry the part with its ``uuids`` list.  What a (class, selectors) pair
+selects, and the masks, are computed once per allocator: published devices do not
+change within it.  Where a
 device is placed, and what a share of it becomes (rounding, partitions), is the
 engine's decision under the configured policy -- the one placement path; there is no
 second capacity model here.  A claim is one multi-part request, all on one node, all or
@@ -25,6 +30,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hami_devices import accounting
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.errors import InsufficientResources, InvalidRequest, UnknownAllocation
@@ -35,6 +42,7 @@ from hami_devices.kubernetes.dra.claims import ALL, Claim, Constraint, SubReques
 from hami_devices.kubernetes.dra.classes import class_specs, selectors_of
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.registry import VendorRegistry, load_vendors
+from hami_devices.scheduling.cluster import BoolArray
 from hami_devices.scheduling.engine import Engine, Placement
 
 MAX_ATTEMPTS = 128
@@ -46,15 +54,35 @@ FULL_CORES = 100
 
 @dataclass
 class Option:
-    """One way to serve one request: a part for the engine and the catalog rows behind its uuids."""
+    """One way to serve one request: a part for the engine and the catalog rows behind its devices.
+
+    The part names no uuids; the engine is told the devices as ``mask`` (a boolean per engine
+    row), which it applies exactly as the uuid list ``uuids``.  ``full_part`` is the part with
+    that list, for what is booked and explained: a thousand-entry list costs more to build and
+    match than the decision itself.
+    """
 
     sub: SubRequest
     part: RequestPart
     rows: dict[str, list[int]]  # device uuid -> catalog rows (the card, or its partition devices of this profile)
+    uuids: list[str]  # sorted(rows)
+    mask: BoolArray
 
     @property
     def partition(self) -> str | None:
         return self.part.partition
+
+    def full_part(self) -> RequestPart:
+        return self.part.model_copy(update={"uuids": list(self.uuids)})
+
+
+@dataclass
+class _Devices:
+    """A set of cards (or of partition devices grouped by card) in the three forms the search reads."""
+
+    rows: dict[str, list[int]]
+    uuids: list[str]
+    mask: BoolArray
 
 
 @dataclass
@@ -80,6 +108,7 @@ class DraAllocator:
         self.config = config
         self.registry = registry or load_vendors(config=config)
         self.catalog: Catalog = from_slices(objects)
+        self.catalog.env.prepare()
         inv = inventory(self.catalog, self._traits)
         self.engine = Engine.from_config(inv, config, policy=policy, registry=self.registry)
         self.memory_factor = accounting.memory_factor(config)
@@ -102,6 +131,14 @@ class DraAllocator:
         # selects -- and how those rows split into cards and partitions -- is computed once.
         self._selected: dict[tuple[str, tuple[str, ...]], list[int]] = {}
         self._split: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
+        # Per catalog row, read once: its card's uuid (a partition device's is its card's) and its kind.
+        devices = self.catalog.devices
+        self._uuid_of = [str(d.own("uuid")) for d in devices]
+        self._kind_of = [d.kind for d in devices]
+        self._shares: dict[tuple[Any, ...], list[_Devices]] = {}
+        self._profiles: dict[tuple[Any, ...], list[tuple[str, _Devices]]] = {}
+        self._capacities: dict[tuple[tuple[str, str], ...], tuple[int | None, int, dict[str, Decimal]]] = {}
+        self._attribute_text: dict[tuple[int, str], str] = {}
 
     def _traits(self, vendor: str, model: str) -> Any:
         adapter = self.registry.adapters.get(vendor)
@@ -164,7 +201,7 @@ class DraAllocator:
                     {f"requests.{wanted.name}": []},
                     permanent=True,
                 )
-        first: ResourceRequest | None = None
+        first: tuple[ResourceRequest, Sequence[Option]] | None = None
         attempts = 0
         for variant in self._matched_variants(claim, per_request):
             for combo in itertools.product(*variant):
@@ -172,13 +209,13 @@ class DraAllocator:
                 if attempts > MAX_ATTEMPTS:
                     break
                 request = ResourceRequest(name=claim.label, parts=[o.part for o in combo], same_node=True)
-                first = first or request
+                first = first or (request, combo)
                 chosen = self._place(claim, request, combo)
                 if chosen is not None:
                     placement, partitions, final = chosen
                     return self._commit(claim, placement, final, partitions)
         assert first is not None
-        refusal = self.engine.refusal(first)
+        refusal = self.engine.refusal(_with_uuids(*first))
         raise InsufficientResources(
             f"claim {claim.label} does not fit: {refusal.summary_message}",
             refusal.reasons,
@@ -192,7 +229,7 @@ class DraAllocator:
         """The engine's placement; a distinctAttribute conflict narrows the later request and asks again."""
         distinct = [c for c in claim.constraints if c.distinct]
         for _ in range(REPAIRS):
-            placement = self.engine.try_place(request)
+            placement = self.engine.try_place(request, candidates=[o.mask for o in combo])
             if placement is None:
                 return None
             conflict = next((x for c in distinct if (x := self._conflict(c, placement, combo)) is not None), None)
@@ -201,13 +238,10 @@ class DraAllocator:
                 return None if partitions is None else (placement, partitions, combo)
             index, attribute, values = conflict
             option = combo[index]
-            rows = {
-                u: rs for u, rs in option.rows.items()
-                if repr(self.catalog.devices[rs[0]].attribute(attribute)) not in values
-            }
+            rows = {u: rs for u, rs in option.rows.items() if self._attribute(rs[0], attribute) not in values}
             if len(rows) < option.part.count:
                 return None
-            narrowed = Option(option.sub, option.part.model_copy(update={"uuids": sorted(rows)}), rows)
+            narrowed = self._option(option.sub, option.part, rows)
             combo = [narrowed if k == index else o for k, o in enumerate(combo)]
             request = request.model_copy(update={"parts": [o.part for o in combo]})
         return None
@@ -223,7 +257,7 @@ class DraAllocator:
             option = combo[grant.part]
             if not constraint.applies(option.sub.request):
                 continue
-            value = repr(self.catalog.devices[option.rows[grant.uuid][0]].attribute(attribute))
+            value = self._attribute(option.rows[grant.uuid][0], attribute)
             if value in seen and seen[value] != grant.part:
                 others = {v for v, part in seen.items() if part != grant.part}
                 return grant.part, attribute, others
@@ -277,7 +311,8 @@ class DraAllocator:
                 ]
             },
         }
-        self.engine.cluster.assume(node, placement.grants, request=placement.request, booking_id=claim.uid)
+        booked = _with_uuids(placement.request, combo)  # the request as the uuid lists state it
+        self.engine.cluster.assume(node, placement.grants, request=booked, booking_id=claim.uid)
         for row in partitions:
             self._take_counters(row)
         self._claims[claim.uid] = Booked(result, partitions)
@@ -344,47 +379,104 @@ class DraAllocator:
             split_key = (sub.device_class, sub.selectors, tuple(sorted(extra.items())))
             split = self._split.get(split_key)
             if split is None:
-                kinds = [(r, self.catalog.devices[r].kind) for r in rows]
+                kinds = self._kind_of
                 split = self._split[split_key] = (
-                    [r for r, k in kinds if k == names.KIND_DEVICE and self._has(r, extra)],
-                    [r for r, k in kinds if k == names.KIND_PARTITION],
+                    [r for r in rows if kinds[r] == names.KIND_DEVICE and self._has(r, extra)],
+                    [r for r in rows if kinds[r] == names.KIND_PARTITION],
                 )
             shares, partition_rows = split
             if shares:
-                out.extend(self._share_options(sub, shares, memory, cores))
-            by_profile: dict[str, list[int]] = {}
-            for r in partition_rows:
-                d = self.catalog.devices[r]
-                if self._partition_fits(r, memory, cores, extra):
-                    by_profile.setdefault(str(d.own("partition")), []).append(r)
-            if by_profile and sub.mode == ALL:
+                out.extend(self._share_options(sub, split_key, shares, memory, cores))
+            profiles = self._profile_groups(split_key, partition_rows, memory, cores, extra)
+            if profiles and sub.mode == ALL:
                 raise InvalidRequest(f"{sub.field}.allocationMode",
                                      f"claim {claim.label}: allocationMode All over partition devices is not supported")
-            for profile, prows in sorted(by_profile.items(), key=lambda kv: self._profile_size(kv[1][0])):
-                grouped: dict[str, list[int]] = {}
-                for r in prows:
-                    grouped.setdefault(str(self.catalog.devices[r].own("uuid")), []).append(r)
-                part = RequestPart(name=sub.name, count=sub.count, partition=profile, uuids=sorted(grouped))
-                out.append(Option(sub, part, grouped))
+            for profile, group in profiles:
+                part = RequestPart(name=sub.name, count=sub.count, partition=profile)
+                out.append(Option(sub, part, group.rows, group.uuids, group.mask))
         return out
 
-    def _share_options(self, sub: SubRequest, rows: list[int], memory: int | None, cores: int) -> list[Option]:
-        def part(uuids: list[str], count: int) -> RequestPart:
-            if memory is not None:
-                return RequestPart(name=sub.name, count=count, memory_mib=memory, cores=cores, uuids=uuids)
-            percent = min(100.0, 100.0 * self.memory_factor)  # the published default: the whole card
-            return RequestPart(name=sub.name, count=count, memory_percent=percent, cores=cores, uuids=uuids)
-
-        by_uuid = {str(self.catalog.devices[r].own("uuid")): [r] for r in rows}
-        if sub.mode != ALL:
-            return [Option(sub, part(sorted(by_uuid), sub.count), by_uuid)]
-        nodes: dict[str, list[str]] = {}
+    def _profile_groups(
+        self, split_key: tuple[Any, ...], rows: list[int], memory: int | None, cores: int, extra: Mapping[str, Decimal]
+    ) -> list[tuple[str, _Devices]]:
+        """The partition devices that hold the request, per profile (smallest first), grouped by card; remembered."""
+        key = (split_key, memory, cores)
+        found = self._profiles.get(key)
+        if found is not None:
+            return found
+        by_profile: dict[str, list[int]] = {}
         for r in rows:
-            nodes.setdefault(self.catalog.devices[r].node, []).append(str(self.catalog.devices[r].own("uuid")))
-        ordered = sorted(nodes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        return [Option(sub, part(sorted(u), len(u)), {x: by_uuid[x] for x in u}) for _, u in ordered]
+            if self._partition_fits(r, memory, cores, extra):
+                by_profile.setdefault(str(self.catalog.devices[r].own("partition")), []).append(r)
+        found = []
+        for profile, prows in sorted(by_profile.items(), key=lambda kv: self._profile_size(kv[1][0])):
+            grouped: dict[str, list[int]] = {}
+            for r in prows:
+                grouped.setdefault(self._uuid_of[r], []).append(r)
+            found.append((profile, self._devices(grouped)))
+        self._profiles[key] = found
+        return found
+
+    def _share_options(
+        self, sub: SubRequest, split_key: tuple[Any, ...], rows: list[int], memory: int | None, cores: int
+    ) -> list[Option]:
+        def part(count: int) -> RequestPart:
+            if memory is not None:
+                return RequestPart(name=sub.name, count=count, memory_mib=memory, cores=cores)
+            percent = min(100.0, 100.0 * self.memory_factor)  # the published default: the whole card
+            return RequestPart(name=sub.name, count=count, memory_percent=percent, cores=cores)
+
+        key = (split_key, sub.mode == ALL)
+        groups = self._shares.get(key)
+        if groups is None:
+            by_uuid = {self._uuid_of[r]: [r] for r in rows}
+            if sub.mode != ALL:
+                groups = [self._devices(by_uuid)]
+            else:
+                nodes: dict[str, list[str]] = {}
+                for r in rows:
+                    nodes.setdefault(self.catalog.devices[r].node, []).append(self._uuid_of[r])
+                ordered = sorted(nodes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+                groups = [self._devices({x: by_uuid[x] for x in u}) for _, u in ordered]
+            self._shares[key] = groups
+        if sub.mode != ALL:
+            return [Option(sub, part(sub.count), g.rows, g.uuids, g.mask) for g in groups]
+        return [Option(sub, part(len(g.uuids)), g.rows, g.uuids, g.mask) for g in groups]
+
+    def _devices(self, rows: dict[str, list[int]]) -> _Devices:
+        uuids = sorted(rows)
+        index = self.engine.cluster.uuid_index
+        mask = np.zeros(self.engine.cluster.size, dtype=bool)
+        mask[[index[u] for u in uuids if u in index]] = True  # as the engine reads a uuid list
+        return _Devices(rows, uuids, mask)
+
+    def _option(self, sub: SubRequest, part: RequestPart, rows: dict[str, list[int]]) -> Option:
+        devices = self._devices(rows)
+        return Option(sub, part, devices.rows, devices.uuids, devices.mask)
+
+    def _attribute(self, row: int, qualified: str) -> str:
+        """``repr`` of a device's attribute (what constraints compare), remembered."""
+        key = (row, qualified)
+        text = self._attribute_text.get(key)
+        if text is None:
+            text = self._attribute_text[key] = repr(self.catalog.devices[row].attribute(qualified))
+        return text
 
     def _capacity(self, claim: Claim, sub: SubRequest) -> tuple[int | None, int, dict[str, Decimal]]:
+        parsed = self._capacities.get(sub.capacity)
+        if parsed is None:
+            parsed = self._capacities[sub.capacity] = self._parse_capacity(sub)
+        cores = parsed[1]
+        if cores > FULL_CORES:
+            raise InsufficientResources(
+                f"claim {claim.label}: request {sub.name} asks for {cores} cores; a device holds {FULL_CORES}",
+                {f"requests.{sub.name}": []},
+                permanent=True,
+            )
+        return parsed
+
+    @staticmethod
+    def _parse_capacity(sub: SubRequest) -> tuple[int | None, int, dict[str, Decimal]]:
         memory: int | None = None
         cores = FULL_CORES
         extra: dict[str, Decimal] = {}
@@ -397,12 +489,6 @@ class DraAllocator:
                 cores = max(1, q.to_int(value, field_name))
             else:
                 extra[key if domain else f"{names.DOMAIN}/{name}"] = q.parse(value, field_name)
-        if cores > FULL_CORES:
-            raise InsufficientResources(
-                f"claim {claim.label}: request {sub.name} asks for {cores} cores; a device holds {FULL_CORES}",
-                {f"requests.{sub.name}": []},
-                permanent=True,
-            )
         return memory, cores, extra
 
     def _has(self, row: int, extra: Mapping[str, Decimal]) -> bool:
@@ -439,9 +525,9 @@ class DraAllocator:
                 if constraint.applies(request.name):
                     for o in options:
                         for rows in o.rows.values():
-                            value = self.catalog.devices[rows[0]].attribute(constraint.match)
-                            if value is not None:
-                                counted[repr(value)] = counted.get(repr(value), 0) + 1
+                            text = self._attribute(rows[0], constraint.match)
+                            if text != "None":  # a device without the attribute matches nothing
+                                counted[text] = counted.get(text, 0) + 1
             value_lists.append(sorted(counted, key=lambda v: (-counted[v], v)))
         for values in itertools.product(*value_lists):
             narrowed = []
@@ -452,18 +538,21 @@ class DraAllocator:
                         u: rs
                         for u, rs in o.rows.items()
                         if all(
-                            not c.applies(request.name)
-                            or repr(self.catalog.devices[rs[0]].attribute(c.match or "")) == v
+                            not c.applies(request.name) or self._attribute(rs[0], c.match or "") == v
                             for c, v in zip(matches, values, strict=True)
                         )
                     }
                     if kept_rows:
                         count = len(kept_rows) if o.sub.mode == ALL else o.part.count
-                        narrowed_part = o.part.model_copy(update={"uuids": sorted(kept_rows), "count": count})
-                        kept.append(Option(o.sub, narrowed_part, kept_rows))
+                        kept.append(self._option(o.sub, o.part.model_copy(update={"count": count}), kept_rows))
                 narrowed.append(kept)
             if all(narrowed):
                 yield narrowed
+
+
+def _with_uuids(request: ResourceRequest, combo: Sequence[Option]) -> ResourceRequest:
+    """The request with each part's uuid list: what the engine's masks stood for."""
+    return request.model_copy(update={"parts": [o.full_part() for o in combo]})
 
 
 def grants_of(

@@ -15,9 +15,10 @@ quantities (``quantity("1Gi")``, ``isQuantity``, ``compareTo``, ``isGreaterThan`
 Kubernetes' string library.  Quantities and versions travel through CEL as one-key
 maps in canonical form, so ``==`` compares them by value.
 
-Each expression is compiled once (cached); each device's context is built once; and
-since a device's attributes do not change within a pool generation, each
-(expression, device) result is remembered.  As in Kubernetes, a result that is not a
+Each expression is compiled once (cached); each device's context is built once, when
+the allocator reads the slices (``SelectorEnv.prepare``); and since a device's
+attributes do not change within a pool generation, each (expression, device) result
+is remembered.  As in Kubernetes, a result that is not a
 boolean, or an evaluation error on a device under consideration, aborts the claim's
 allocation: ``SelectorError`` names the claim, the request and the expression.
 """
@@ -181,6 +182,13 @@ class SelectorEnv:
         self._contexts: list[Any] = [None] * len(self._variables)
         self._results: dict[str, dict[int, bool | str]] = {}
         self._lock = threading.Lock()  # cel.Context is not thread-safe
+
+    def prepare(self) -> None:
+        """Build every device's context now (a tenth of a millisecond each), not inside the first claims:
+        the first selector evaluated runs on every device of the driver anyway."""
+        with self._lock:
+            for i in range(len(self._variables)):
+                self._context(i)
 
     def _context(self, i: int) -> Any:
         ctx = self._contexts[i]

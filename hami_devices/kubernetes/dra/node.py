@@ -13,25 +13,37 @@ Concurrency: the ledger transaction (SQLite ``BEGIN IMMEDIATE``, plus an in-proc
 exactly around it so threads queue without SQLite's sleeping busy handler) is the only lock two
 different claims share.  A per-claim lock only keeps two retries of the *same* claim
 apart; reading the claim, building the request and writing the CDI spec run in
-parallel across claims.
+parallel across claims, and whether a claim is already prepared is read without the write
+lock.  The turn at the ledger is kept short: the request is pinned, so its grants are the
+devices' rule applied to their usage now (read, under the in-process lock, from the grants
+on those few devices only), and ``hd.allocate`` commits that placement after re-checking each
+grant inside the transaction -- instead of rebuilding an engine over every allocation of the
+node inside it.  If another process changed those devices in between, the commit refuses the
+stale placement and ``hd.allocate`` places the request itself.  ``ledger_held_s`` adds up the
+time the ledger was held, so a caller can see when it is the limit.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hami_devices.accounting import evaluate, usage_of
 from hami_devices.allocation import allocate, release_from
 from hami_devices.device import Device
-from hami_devices.errors import InvalidRequest, UnknownAllocation
+from hami_devices.errors import InsufficientResources, InvalidRequest, UnknownAllocation
 from hami_devices.kubernetes import quantity as q
 from hami_devices.kubernetes.dra import cdi, names
 from hami_devices.kubernetes.dra.claims import Claim, parse_claim
 from hami_devices.ledger import Ledger
-from hami_devices.models import DeviceHandle, RequestPart, ResourceRequest
+from hami_devices.models import DeviceHandle, Grant, RequestPart, ResourceRequest
+from hami_devices.scheduling.cluster import ClusterState
+from hami_devices.scheduling.engine import Engine, Placement
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,11 @@ class NodePlugin:
         # Threads of this process queue for the ledger transaction here instead of in SQLite's busy
         # handler, whose sleeps (up to 100 ms) dominate under contention; held exactly around it.
         self._ledger_lock = threading.Lock()
+        self.ledger_held_s = 0.0
+        """Seconds this plugin has held the ledger (its in-process turn, transaction included)."""
+        # what hd.allocate's engine would record for the placement it chose
+        empty = ClusterState.from_devices(self.devices, [])
+        self._policy = Engine.configured(empty, self.devices[0].adapter.config).policy.name
 
     def _claim_lock(self, uid: str) -> threading.Lock:
         with self._locks_guard:
@@ -76,8 +93,8 @@ class NodePlugin:
             handle = self._existing(handle_id)
             if handle is None:
                 try:
-                    with self._ledger_lock:
-                        handle = allocate(devices, request, handle_id=handle_id)
+                    with self._ledger_turn():
+                        handle = self._commit(devices, request, handle_id)
                 except InvalidRequest as exc:
                     if exc.field != "handle_id":
                         raise
@@ -90,9 +107,48 @@ class NodePlugin:
         }
         return Prepared(claim.uid, handle, ids, path)
 
+    @contextmanager
+    def _ledger_turn(self) -> Iterator[None]:
+        with self._ledger_lock:
+            start = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.ledger_held_s += time.perf_counter() - start
+
+    def _commit(self, devices: Sequence[Device], request: ResourceRequest, handle_id: str) -> DeviceHandle:
+        placement = self._pinned_placement(devices, request)
+        if placement is not None:
+            try:
+                return allocate(devices, placement, handle_id=handle_id)
+            except InsufficientResources:
+                pass  # another process changed these devices since they were read: place afresh
+        return allocate(devices, request, handle_id=handle_id)
+
+    def _pinned_placement(self, devices: Sequence[Device], request: ResourceRequest) -> Placement | None:
+        """The placement ``hd.allocate``'s engine makes for this pinned request: each part's one device with
+        the grant its rule gives on the ledger's usage now (the grant the commit re-checks); None where the
+        request does not fit or pins a device twice, so that ``hd.allocate`` decides and explains."""
+        by_uuid = {d.uuid: d for d in devices}
+        pinned = [part.uuids[0] if len(part.uuids) == 1 else "" for part in request.parts]
+        if "" in pinned or len(set(pinned)) != len(pinned) or not all(u in by_uuid for u in pinned):
+            return None
+        with self.ledger.reading() as view:
+            usage = {uuid: usage_of(view.grants_on(uuid)) for uuid in pinned}
+        grants: list[Grant] = []
+        for i, (part, uuid) in enumerate(zip(request.parts, pinned, strict=True)):
+            device = by_uuid[uuid]
+            result = evaluate(device.info, device.adapter, part, i, usage[uuid])
+            if not isinstance(result, Grant):
+                return None
+            grants.append(result)
+        return Placement(request, self.node, grants, 0.0, {}, {}, self._policy)
+
     def _existing(self, handle_id: str) -> DeviceHandle | None:
+        # A read, not a transaction: asking must not queue behind (or block) another claim's commit.
         try:
-            return self.ledger.get(handle_id)
+            with self.ledger.reading() as view:
+                return view.get(handle_id)
         except UnknownAllocation:
             return None
 
@@ -159,7 +215,7 @@ class NodePlugin:
         """Release the claim's allocation and remove its CDI spec; False when there was nothing left to release."""
         with self._claim_lock(claim_uid):
             try:
-                with self._ledger_lock:
+                with self._ledger_turn():
                     release_from(self.ledger, names.handle_id(claim_uid), self._adapters)
                 released = True
             except UnknownAllocation:

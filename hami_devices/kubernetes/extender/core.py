@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -135,22 +136,22 @@ class Extender:
         pod = self._request_of(args.pod)
         if pod is None:
             return wire.filter_result(args, args.node_names, {}, {})
+        names = args.node_names
         with self._state:
-            known = [n for n in args.node_names if n in self.cluster.nodes]
+            missing = (self.cluster.node_rows(names) < 0).tolist()
+            known = list(compress(names, [not m for m in missing])) if any(missing) else names
             verdict = self._engine(pod.policy).judge_nodes(pod.request, known, scores=False)
-        failed: dict[str, str] = {}
-        unresolvable: dict[str, str] = {
-            n: f"{UNKNOWN_NODE}: not in the extender's inventory"
-            for n in args.node_names
-            if n not in self.cluster.nodes
-        }
-        texts: dict[tuple[str, ...], str] = {}
-        for node, codes in verdict.reasons.items():
-            key = tuple(codes)
-            text = texts.get(key)
-            if text is None:
-                text = texts[key] = ", ".join(key)
-            (unresolvable if node in verdict.unresolvable else failed)[node] = text
+        unresolvable: dict[str, str] = dict.fromkeys(
+            compress(names, missing), f"{UNKNOWN_NODE}: not in the extender's inventory"
+        )
+        # A thousand failed nodes share a handful of code lists: one text per list, then C-level zips.
+        texts = [", ".join(codes) for codes in verdict.patterns]
+        pairs = list(zip(verdict.failed, map(texts.__getitem__, verdict.pattern_of), strict=True))
+        if any(verdict.never):
+            failed = dict(compress(pairs, [not n for n in verdict.never]))
+            unresolvable.update(compress(pairs, verdict.never))
+        else:
+            failed = dict(pairs)
         return wire.filter_result(args, verdict.feasible, failed, unresolvable)
 
     def prioritize(self, body: Any) -> list[dict[str, Any]]:
@@ -158,8 +159,10 @@ class Extender:
         pod = self._request_of(args.pod)
         if pod is None:  # not ours: no opinion, so kube-scheduler's own scores decide
             return wire.priorities(dict.fromkeys(args.node_names, wire.MIN_PRIORITY))
+        names = args.node_names
         with self._state:
-            known = [n for n in args.node_names if n in self.cluster.nodes]
+            missing = (self.cluster.node_rows(names) < 0).tolist()
+            known = list(compress(names, [not m for m in missing])) if any(missing) else names
             verdict = self._engine(pod.policy).judge_nodes(pod.request, known, scores=True)
         return wire.priorities(scaled(verdict.scores, args.node_names))
 
@@ -273,7 +276,9 @@ class Extender:
         now = time.time() if now is None else now
         counts = {"released": 0, "confirmed": 0, "gone": 0}
         live = self.binder.live_pods()
-        for handle in self.ledger.handles():
+        with self.ledger.reading() as view:
+            handles = view.handles()
+        for handle in handles:
             ref = leases.pod_of(handle)
             if ref is None:
                 continue
@@ -293,7 +298,8 @@ class Extender:
     def resync(self) -> None:
         """Make the cluster state's confirmed bookings exactly the ledger's allocations (another writer, a restart)."""
         with self._ledger_lock:
-            handles = {h.id: h for h in self.ledger.handles()}
+            with self.ledger.reading() as view:
+                handles = {h.id: h for h in view.handles()}
             with self._state:
                 for booking in list(self.cluster.bookings.values()):
                     if booking.state == PlacementState.CONFIRMED and booking.id not in handles:
@@ -322,8 +328,11 @@ class Extender:
         return released
 
     def _live(self, hid: str) -> DeviceHandle | None:
+        # A read, not a transaction: Ledger.get would take SQLite's write lock outside ``_ledger_lock`` and
+        # collide with another bind's commit, whose loser sleeps in the busy handler.
         try:
-            return self.ledger.get(hid)
+            with self.ledger.reading() as view:
+                return view.get(hid)
         except UnknownAllocation:
             return None
 

@@ -51,6 +51,9 @@ class ServerSettings:
 class ExtenderServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default listen backlog is 5: kube-scheduler's parallel binds (16 by default)
+    # opening connections at once overflow it, and a dropped SYN is retried only after a second.
+    request_queue_size = 128
 
     def __init__(self, extender: Extender, settings: ServerSettings) -> None:
         self.extender = extender

@@ -53,13 +53,20 @@ class ExtenderArgs:
     node_list: dict[str, Any] | None  # the NodeList itself, echoed back with the survivors
 
 
+def _names(values: list[Any]) -> bool:
+    """Every value a non-empty string (checked at C speed for the usual list of plain strings)."""
+    if set(map(type, values)) <= {str}:
+        return "" not in values
+    return all(isinstance(n, str) and n for n in values)
+
+
 def parse_args(body: Any) -> ExtenderArgs:
     body = _mapping(body, "<body>")
     pod = _mapping(key(body, "Pod"), "Pod")
     names = key(body, "NodeNames")
     node_list = key(body, "Nodes")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        if not isinstance(names, list) or not _names(names):
             raise InvalidRequest("NodeNames", "must be a list of node names")
         return ExtenderArgs(pod, list(names), None, None)
     if node_list is None:

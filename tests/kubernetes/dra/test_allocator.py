@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -170,3 +171,25 @@ def test_bad_claims_name_the_field(allocator: DraAllocator, body: dict[str, Any]
     with pytest.raises(InvalidRequest) as info:
         allocator.allocate(claim("bad", [body]))
     assert field in info.value.field
+
+
+def test_candidates_reach_the_engine_as_masks_of_exactly_the_matched_devices(allocator: DraAllocator) -> None:
+    """The engine is told a request's devices as a row mask; the booking keeps them as the uuid list."""
+    from hami_devices.kubernetes.dra.claims import parse_claim
+
+    raw = yaml.safe_load((DRA / "mixed-tier-claim.yaml").read_text())
+    parsed = parse_claim(raw)
+    c = allocator.engine.cluster
+    models = {"t4": "T4", "a30": "A30", "h100": "H100"}
+    for request in parsed.requests:
+        [option] = allocator._options(parsed, request.alternatives)
+        rows = sorted(c.uuid_index[u] for u in option.uuids)
+        assert np.flatnonzero(option.mask).tolist() == rows
+        assert option.uuids == sorted(option.rows) and not option.part.uuids
+        assert {c.info(r).model for r in rows} == {models[request.name]}
+        assert len(rows) == sum(1 for r in c.live_rows().tolist() if c.info(r).model == models[request.name])
+    allocator.allocate(raw)
+    booked = allocator.engine.cluster.bookings[raw["metadata"]["uid"]].request
+    assert booked is not None
+    for part, request in zip(booked.parts, parsed.requests, strict=True):
+        assert part.uuids == allocator._options(parsed, request.alternatives)[0].uuids

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,9 @@ import hami_devices as hd
 from hami_devices.config import HamiConfig
 from hami_devices.kubernetes.dra import cdi, names
 from hami_devices.kubernetes.dra.allocator import DraAllocator
+from hami_devices.kubernetes.dra.claims import parse_claim
 from hami_devices.kubernetes.dra.node import NodePlugin
+from hami_devices.ledger import LedgerView
 from hami_devices.limiter import Region
 from hami_devices.registry import VendorRegistry
 
@@ -132,3 +136,68 @@ def test_a_claim_for_another_node_is_refused(allocator: DraAllocator, ledger: hd
     with pytest.raises(hd.InvalidRequest, match=r"no device of hami-devices\.io on node edge-mlu"):
         _plugin("edge-mlu", ledger, tmp_path, config, registry).prepare(allocated)
     assert ledger.handles() == []
+
+
+def test_prepare_commits_what_hd_allocate_would_place(allocator: DraAllocator, tmp_path: Path, config: HamiConfig,
+                                                      registry: VendorRegistry) -> None:
+    """Prepare reads the usage of the claim's devices and commits the pinned placement; hd.allocate placing the
+    same request itself (an engine over every allocation of the node) commits the same thing."""
+    claims = [allocator.allocated(yaml.safe_load((DRA / "mixed-tier-claim.yaml").read_text()))]
+    for i in range(8):
+        claims.append(allocator.allocated(claim(f"twin{i}", [exactly("g", memory=f"{2 + i}Gi", cores="10", selectors=(
+            'device.attributes["hami-devices.io"].model in ["A30", "H100"]',))])))
+    fast_ledger, slow_ledger = hd.SqliteLedger(tmp_path / "fast.db"), hd.SqliteLedger(tmp_path / "slow.db")
+    plugin = _plugin("tiers-a", fast_ledger, tmp_path / "fast", config, registry)
+    reference = _plugin("tiers-a", slow_ledger, tmp_path / "slow", config, registry)
+    for c in claims:
+        got = plugin.prepare(c).handle
+        request, _, used = reference.request_for(parse_claim(c))
+        want = hd.allocate(used, request, handle_id=names.handle_id(c["metadata"]["uid"]))
+        assert (got.id, got.request, got.grants, got.environments) == (want.id, want.request, want.grants,
+                                                                       want.environments)
+    granted = [[(e.allocation_id, e.data) for e in ledger.events(kinds=["allocation.granted"])]
+               for ledger in (fast_ledger, slow_ledger)]
+    assert granted[0] == granted[1] and len(granted[0]) == len(claims)
+    assert plugin.ledger_held_s > 0
+
+
+class InterleavedLedger(hd.SqliteLedger):
+    """A ledger another writer commits to right after the n-th read (as another process on the node might)."""
+
+    def __init__(self, path: Path, after_reads: int) -> None:
+        super().__init__(path)
+        self.after_reads = after_reads
+        self.reads = 0
+        self.write: Callable[[], Any] | None = None
+
+    @contextmanager
+    def reading(self) -> Iterator[LedgerView]:
+        try:
+            with super().reading() as view:
+                yield view
+        finally:
+            self.reads += 1
+        if self.reads == self.after_reads and self.write is not None:
+            write, self.write = self.write, None
+            write()
+
+
+def test_a_placement_gone_stale_is_placed_afresh(allocator: DraAllocator, tmp_path: Path, config: HamiConfig,
+                                                 registry: VendorRegistry) -> None:
+    allocated = allocator.allocated(claim("late", [exactly("g", memory="8Gi", cores="10", selectors=(
+        'device.attributes["hami-devices.io"].model == "A30"',))]))
+    ledger = InterleavedLedger(tmp_path / "ledger.db", after_reads=2)  # 1: already prepared?  2: the usage
+    plugin = _plugin("tiers-a", ledger, tmp_path, config, registry)
+    [(_, uuid)] = plugin.request_for(parse_claim(allocated))[1]
+    card = [d for d in hd.discover(INVENTORY, config=config, ledger=ledger, registry=registry) if d.uuid == uuid]
+    ledger.write = lambda: hd.allocate(card, hd.ResourceRequest.single(uuids=[uuid], memory_mib=20000, cores=10))
+    ledger.reads = 0
+    with pytest.raises(hd.InsufficientResources) as refused:
+        plugin.prepare(allocated)
+    # The commit refused the stale placement, then the engine, placing afresh, found the card too full.
+    assert "no longer fits" not in str(refused.value)
+    assert hd.ReasonCode.CARD_INSUFFICIENT_MEMORY in refused.value.reasons[uuid]
+    assert len(ledger.events(kinds=["allocation.refused"])) == 2
+    [other] = ledger.handles()
+    assert other.id != names.handle_id(allocated["metadata"]["uid"])
+    assert not list((tmp_path / "cdi").glob("*.json"))

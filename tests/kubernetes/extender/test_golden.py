@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from hami_devices.errors import InvalidRequest
+from hami_devices.kubernetes.extender import wire
 from tests.kubernetes.extender.conftest import GOLDEN, Client, binding, gpu, pod
 
 SMALL = pod("small", gpu(1, 4000, 30), annotations={"nvidia.com/use-gputype": "T4"}, cpu="500m")
@@ -112,3 +114,14 @@ def test_golden_keys_are_the_go_field_names() -> None:
                         assert all(set(p) == {"UID"} for p in victims["Pods"])
             else:
                 assert set(response) == {"Error"} and response["Error"], (path.name, step)
+
+
+def test_node_names_must_be_non_empty_strings() -> None:
+    class Name(str):
+        pass
+
+    body = {"Pod": pod("p", gpu(1))}
+    assert wire.parse_args({**body, "NodeNames": ["a", Name("b")]}).node_names == ["a", "b"]
+    for bad in (["a", ""], ["a", 1], ["a", None], "a"):
+        with pytest.raises(InvalidRequest, match="NodeNames"):
+            wire.parse_args({**body, "NodeNames": bad})
