@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
+from hami_devices.yamlfile import read_yaml
 
 BUILTIN_POLICIES = ("binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware", "bestfit")
 
@@ -124,16 +124,7 @@ def parse_config(data: Any, source: str = "<config>") -> HamiConfig:
 
 
 def load_config(path: str | Path) -> HamiConfig:
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        raise InvalidConfig("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidConfig("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
-    return parse_config(data, source=str(file))
+    return parse_config(read_yaml(path, InvalidConfig), source=str(path))
 
 
 def config_schema() -> dict[str, Any]:

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hami_devices import traits as traits_catalog
 from hami_devices.errors import InvalidInventory, InvalidRequest
 from hami_devices.models import DeviceInfo, DeviceTraits, Health, first_error
+from hami_devices.yamlfile import read_yaml
 
 FABRIC_LINKS = {"nvlink", "hccs", "mlu-link", "xgmi"}
 PAIR_SCORE_FABRIC = 100
@@ -190,13 +190,5 @@ def parse_inventory(
 def load_inventory(
     path: str | Path, *, split_count_default: int = 10, traits_for: TraitsLookup | None = None
 ) -> Inventory:
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        raise InvalidInventory("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidInventory("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
-    return parse_inventory(data, source=str(file), split_count_default=split_count_default, traits_for=traits_for)
+    data = read_yaml(path, InvalidInventory)
+    return parse_inventory(data, source=str(path), split_count_default=split_count_default, traits_for=traits_for)

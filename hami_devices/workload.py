@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ResourceRequest
+from hami_devices.yamlfile import read_yaml
 
 
 def parse_workload(data: Any, source: str = "<workload>") -> list[ResourceRequest]:
@@ -34,11 +33,4 @@ def parse_workload(data: Any, source: str = "<workload>") -> list[ResourceReques
 
 
 def load_workload(path: str | Path) -> list[ResourceRequest]:
-    file = Path(path)
-    try:
-        data = yaml.safe_load(file.read_text())
-    except OSError as exc:
-        raise InvalidRequest("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
-    except yaml.YAMLError as exc:
-        raise InvalidRequest("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
-    return parse_workload(data, source=str(file))
+    return parse_workload(read_yaml(path), source=str(path))

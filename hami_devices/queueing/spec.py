@@ -31,11 +31,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
+from hami_devices.yamlfile import read_yaml
 
 BASE_RESOURCES = ("devices", "device-cores", "device-memory-mib", "host-cpu-milli", "host-memory-mib")
 """Keys every queue is charged on; ``KEY@SCOPE`` narrows a device key to some devices."""
@@ -178,13 +178,4 @@ def parse_queues(data: Any, source: str = "<queues>") -> QueueFile:
 
 
 def load_queues(path: str | Path) -> QueueFile:
-    file = Path(path)
-    try:
-        text = file.read_text()
-    except OSError as exc:
-        raise InvalidConfig("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidConfig("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
-    return parse_queues(data, source=str(file))
+    return parse_queues(read_yaml(path, InvalidConfig), source=str(path))

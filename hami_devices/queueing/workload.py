@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ResourceRequest
+from hami_devices.yamlfile import read_yaml
 
 TIMING_KEYS = ("arrival", "duration", "replicas", "every")
 
@@ -82,11 +81,4 @@ def parse_timed_workload(data: Any, source: str = "<workload>") -> list[TimedTas
 
 
 def load_timed_workload(path: str | Path) -> list[TimedTask]:
-    file = Path(path)
-    try:
-        data = yaml.safe_load(file.read_text())
-    except OSError as exc:
-        raise InvalidRequest("<file>", f"cannot read: {exc.strerror}", source=str(file)) from None
-    except yaml.YAMLError as exc:
-        raise InvalidRequest("<yaml>", f"not valid YAML: {exc}", source=str(file)) from None
-    return parse_timed_workload(data, source=str(file))
+    return parse_timed_workload(read_yaml(path), source=str(path))

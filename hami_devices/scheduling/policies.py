@@ -19,11 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
+from hami_devices.yamlfile import read_yaml
 
 SCORER_NAMES = ("binpack", "spread", "trait-affinity", "topology", "fragmentation", "locality", "bestfit")
 
@@ -112,14 +112,7 @@ def parse_policies(
 
 
 def load_policies(path: str | Path, known_scorers: tuple[str, ...] = SCORER_NAMES) -> dict[str, Policy]:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InvalidConfig("<file>", str(exc), source=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise InvalidConfig("<yaml>", str(exc), source=str(path)) from None
-    return parse_policies(data, str(path), known_scorers)
+    return parse_policies(read_yaml(path, InvalidConfig), str(path), known_scorers)
 
 
 def resolve_policy(policy: Policy | str, user: dict[str, Policy] | None = None) -> Policy:
