@@ -43,9 +43,13 @@ from .third_party import AcmeAdapter
 
 try:
     from hami_example_accel.adapter import ExampleAdapter
-except ImportError:  # the example plugin is a separate package; use it from its folder
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "vendor-plugin"))
-    from hami_example_accel.adapter import ExampleAdapter
+except ImportError:  # the example plugin is a separate package; import it from its folder
+    _plugin_dir = str(Path(__file__).resolve().parents[2] / "examples" / "vendor-plugin")
+    sys.path.insert(0, _plugin_dir)
+    try:
+        from hami_example_accel.adapter import ExampleAdapter
+    finally:  # leave no trace: other tests check the plugin is not installed in this environment
+        sys.path.remove(_plugin_dir)
 
 from hami_ascend.adapter import AscendAdapter
 from hami_cambricon.adapter import CambriconAdapter
