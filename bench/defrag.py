@@ -24,6 +24,8 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
+from tqdm import tqdm
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -73,7 +75,12 @@ def main() -> None:
     ]
     started = time.perf_counter()
     with Pool(max(1, args.jobs)) as pool:
-        rows = pool.map(_one, jobs, chunksize=1)
+        progress = tqdm(total=len(jobs), desc="replays", unit="run", file=sys.stderr, disable=None)
+        rows = []
+        for row in pool.imap(_one, jobs, chunksize=1):  # in job order, as map would give them
+            rows.append(row)
+            progress.update()
+        progress.close()
     out: dict[str, dict[str, object]] = {}
     for name in names:
         plain = next(r for r in rows if r["trace"] == name and r["defrag_every_s"] is None)
