@@ -30,6 +30,8 @@ from hami_devices.errors import InvalidConfig
 from hami_devices.models import ResourceRequest
 from hami_devices.scheduling.fgd import MILLI, Shape, WorkloadMix
 
+PER_CONSTRAINT_SET = 2  # shapes each constrained model set keeps within the budget (see _within_budget)
+
 NEUTRAL = (
     Shape(0, 100, 1, None, 0.10),
     Shape(0, 250, 1, None, 0.20),
@@ -178,9 +180,8 @@ class OnlineMix:
         for shape, weight in weighted:
             if shape.models and shape.num_gpu:
                 constrained[shape.models] = constrained.get(shape.models, 0.0) + weight / total
-        return WorkloadMix(
-            typical.shapes[: self.max_shapes], cpu_only_all_idle=True, constraints=tuple(constrained.items())
-        )
+        shapes = _within_budget(typical.shapes, self.max_shapes)
+        return WorkloadMix(shapes, cpu_only_all_idle=True, constraints=tuple(constrained.items()))
 
     # -- persistence ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -261,6 +262,31 @@ class _Observations(Protocol):
     def observations(self, prefix: str) -> dict[str, tuple[float, Any]]: ...
 
     def set_observation(self, key: str, observed_at: float, value: Any | None) -> None: ...
+
+
+def _within_budget(shapes: tuple[Shape, ...], budget: int) -> tuple[Shape, ...]:
+    """The ``budget`` shapes to plan for, from ``shapes`` (by falling weight).
+
+    The most frequent, except that each set of models that constrained shapes ask for keeps its
+    ``PER_CONSTRAINT_SET`` most frequent shapes, within a quarter of the budget.  A model that only a
+    rare kind of task accepts is otherwise invisible to the fragmentation of its nodes, and the policy
+    spends it on work that could run anywhere (gpuspec20: 101 typical shapes, 49 of them constrained
+    to one of 6 model sets, 3 of which the 48 most frequent shapes do not mention).
+    """
+    if len(shapes) <= budget:
+        return shapes
+    per_set: dict[frozenset[str], int] = {}
+    for shape in shapes[:budget]:
+        if shape.models and shape.num_gpu:
+            per_set[shape.models] = per_set.get(shape.models, 0) + 1
+    wanted: list[int] = []
+    for i in range(budget, len(shapes)):
+        models = shapes[i].models
+        if models and shapes[i].num_gpu and per_set.get(models, 0) < PER_CONSTRAINT_SET:
+            per_set[models] = per_set.get(models, 0) + 1
+            wanted.append(i)
+    wanted = wanted[: budget // 4]
+    return shapes[: budget - len(wanted)] + tuple(shapes[i] for i in wanted)
 
 
 def load_from(view: _Observations) -> OnlineMix | None:

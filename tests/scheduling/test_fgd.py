@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +102,29 @@ def test_the_online_mix_converges_to_a_stationary_stream(tmp_path: Path) -> None
     for _ in range(300):  # and it goes on exactly as the learner it was saved from
         assert again.observe(request) == learner.observe(request)
     assert again.to_dict() == learner.to_dict()
+
+
+def test_a_rare_constrained_model_keeps_shapes_within_the_budget() -> None:
+    """Past the shape budget, each model set that constrained requests ask for keeps its two most
+    frequent shapes (within a quarter of the budget): the fragmentation of its nodes stays visible."""
+    learner = OnlineMix(half_life=math.inf, prior_weight=0.0, max_shapes=8, coverage=1.0)
+    for k in range(1, 13):  # twelve common unconstrained shapes, the k-th seen 100 + k times
+        for _ in range(100 + k):
+            learner.observe(ResourceRequest.single(host_cpu_milli=1000 * k, memory_percent=50, cores=50))
+    for k in range(1, 4):  # three rare shapes that only a V100 accepts
+        rare = ResourceRequest.single(host_cpu_milli=500 * k, memory_percent=50, cores=50, models=["V100"])
+        for _ in range(k):
+            learner.observe(rare)
+    shapes = learner.derive().shapes
+    assert len(shapes) == 8
+    v100 = [s for s in shapes if s.models == frozenset({"V100"})]
+    assert sorted(s.cpu_milli for s in v100) == [1000, 1500]  # its two most frequent
+    assert sorted(s.cpu_milli for s in shapes if not s.models) == [1000 * k for k in range(7, 13)]
+    # within the budget nothing changes: the most frequent shapes, all of them
+    roomy = OnlineMix(half_life=math.inf, prior_weight=0.0, max_shapes=64, coverage=1.0)
+    for _ in range(3):
+        roomy.observe(ResourceRequest.single(memory_percent=50, cores=50, models=["V100"]))
+    assert len(roomy.derive().shapes) == 1
 
 
 def test_request_shapes_and_declared_mixes() -> None:
