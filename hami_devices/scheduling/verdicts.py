@@ -90,8 +90,9 @@ def judge_nodes(
     # Scores decide feasibility only where a set is chosen by them: several parts competing for
     # devices, or a multi-device part whose set must meet required topology.
     scored = scores or len(request.parts) > 1 or (request.topology == "required" and request.device_count > 1)
-    evals = [engine._filter(part, i, request, scored=scored) for i, part in enumerate(request.parts)]
     host_ok = c.node_ok & (c.node_cpu_free >= request.host_cpu_milli) & (c.node_mem_free >= request.host_memory_mib)
+    # The candidates ``Engine.place`` scores: devices on nodes with the host resources and enough of them.
+    evals = [engine._filter(part, i, request, host_ok=host_ok, scored=scored) for i, part in enumerate(request.parts)]
     score = _scores(engine, request, evals, host_ok, rows, exact=scores)
     fits = ~np.isneginf(score)
     out.feasible = list(compress(names, fits.tolist()))
@@ -116,7 +117,8 @@ def judge_nodes(
     )
     empty_union = np.zeros(n_nodes, dtype=np.int64)
     for ev in evals:
-        short = np.bincount(ev.nodes, minlength=n_nodes)[failed_rows] < ev.part.count
+        # a node without the host resources has no candidates: its host codes say why (as in a refusal)
+        short = (np.bincount(ev.nodes, minlength=n_nodes)[failed_rows] < ev.part.count) & host_ok[failed_rows]
         if short.any():
             all_rows, first_code = engine._device_codes(ev.part, ev.index)
             bad = first_code >= 0

@@ -50,10 +50,17 @@ def fits(engine: hd.Engine, request: ResourceRequest) -> bool:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fill=st.lists(requests, max_size=6), request=requests, scored=st.booleans())
-def test_verdicts_match_placement_node_by_node(fill: list[Any], request: ResourceRequest, scored: bool) -> None:
-    engine = hd.Engine.from_config(INVENTORY)
-    empty = hd.Engine.from_config(INVENTORY)
+@given(
+    fill=st.lists(requests, max_size=6),
+    request=requests,
+    scored=st.booleans(),
+    policy=st.sampled_from(["binpack", "fragmentation-aware"]),
+)
+def test_verdicts_match_placement_node_by_node(
+    fill: list[Any], request: ResourceRequest, scored: bool, policy: str
+) -> None:
+    engine = hd.Engine.from_config(INVENTORY, policy=policy)
+    empty = hd.Engine.from_config(INVENTORY, policy=policy)
     for r in fill:
         placed = engine.try_place(r)
         if placed is not None:
