@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
+from hami_devices.config import parse_config
 from hami_devices.errors import InsufficientResources
 from hami_devices.inventory import parse_inventory
 from hami_devices.models import RequestPart, ResourceRequest
@@ -36,6 +37,23 @@ requests = st.builds(
 )
 
 
+# A declared mix: the online learner would learn from the probes below (``place`` observes what it is
+# asked, ``judge_nodes`` does not), so the two would score under different mixes.
+SHAPES = [
+    {"num-gpu": 1, "gpu-milli": 250, "weight": 2}, {"num-gpu": 1, "gpu-milli": 1000, "weight": 2},
+    {"num-gpu": 2, "gpu-milli": 1000, "weight": 1}, {"num-gpu": 0, "cpu-milli": 2000, "weight": 1},
+]
+FIXED_MIX = parse_config(
+    {"scheduler": {"policy": "fragmentation-aware", "workload-mix": {"mode": "declared", "shapes": SHAPES}}}
+)
+
+
+def configured(policy: str) -> hd.Engine:
+    if policy == "fragmentation-aware":
+        return hd.Engine.from_config(INVENTORY, FIXED_MIX)
+    return hd.Engine.from_config(INVENTORY, policy=policy)
+
+
 def pinned(engine: hd.Engine, request: ResourceRequest, node: str) -> ResourceRequest:
     here = [engine.cluster.info(r).uuid for r in engine.cluster.rows_of(node)]
     return request.model_copy(update={"parts": [p.model_copy(update={"uuids": here}) for p in request.parts]})
@@ -50,6 +68,12 @@ def fits(engine: hd.Engine, request: ResourceRequest) -> bool:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(  # the online mix learning from the probes made place and judge_nodes disagree here
+    fill=[ResourceRequest(parts=[RequestPart(count=1, memory_mib=1000, cores=0)])],
+    request=ResourceRequest(parts=[RequestPart(count=1, memory_mib=1000, cores=100, models=["T4"])]),
+    scored=True,
+    policy="fragmentation-aware",
+)
 @given(
     fill=st.lists(requests, max_size=6),
     request=requests,
@@ -59,8 +83,8 @@ def fits(engine: hd.Engine, request: ResourceRequest) -> bool:
 def test_verdicts_match_placement_node_by_node(
     fill: list[Any], request: ResourceRequest, scored: bool, policy: str
 ) -> None:
-    engine = hd.Engine.from_config(INVENTORY, policy=policy)
-    empty = hd.Engine.from_config(INVENTORY, policy=policy)
+    engine = configured(policy)
+    empty = configured(policy)
     for r in fill:
         placed = engine.try_place(r)
         if placed is not None:
