@@ -175,7 +175,7 @@ def _commit(
         memory = {d.uuid: d.info.memory_mib for d in devices if d.uuid in handle.uuids}
         view.record_event(lifecycle.granted(handle, memory, placement.policy))
     except BaseException:
-        _undo(handle, adapters)
+        undo_side_effects(handle, adapters)
         raise
     return handle
 
@@ -259,7 +259,8 @@ def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> Dev
     return handle.model_copy(update={"grants": final_grants, "environments": environments, "regions": regions})
 
 
-def _undo(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> None:
+def undo_side_effects(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> None:
+    """Tear down what granting ``handle`` made on the devices (partitions) and its limiter regions."""
     by_vendor: dict[str, list[Grant]] = defaultdict(list)
     for grant in handle.grants:
         by_vendor[grant.vendor].append(grant)
@@ -314,7 +315,7 @@ def release_from(
             from hami_devices.registry import adapter_for
 
             resolved.update({vendor: adapter_for(vendor) for vendor in missing})
-        _undo(removed, resolved)
+        undo_side_effects(removed, resolved)
     return removed
 
 

@@ -83,17 +83,7 @@ def _forget(cluster: ClusterState, victim: Candidate) -> None:
 
 
 def _restore(cluster: ClusterState, victim: Candidate) -> None:
-    b = victim.booking
-    victim.booking = cluster.assume(
-        b.node,
-        b.grants,
-        host_cpu_milli=b.host_cpu_milli,
-        host_memory_mib=b.host_memory_mib,
-        preemptible=b.preemptible,
-        request=b.request,
-        booking_id=b.id,
-        state=b.state,
-    )
+    victim.booking = cluster.rebook(victim.booking)
 
 
 def _try(engine: Engine, request: ResourceRequest, node: int) -> Placement | None:

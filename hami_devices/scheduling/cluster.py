@@ -641,6 +641,27 @@ class ClusterState:
         self.version += 1
         return booking
 
+    def rebook(
+        self,
+        booking: Booking,
+        node: str | None = None,
+        grants: Iterable[Grant] | None = None,
+        *,
+        state: PlacementState | None = None,
+    ) -> Booking:
+        """Book a forgotten ``booking`` again: its id, request, host charge and state, where it was or,
+        given ``node`` and ``grants``, moved there."""
+        return self.assume(
+            node or booking.node,
+            booking.grants if grants is None else grants,
+            host_cpu_milli=booking.host_cpu_milli,
+            host_memory_mib=booking.host_memory_mib,
+            preemptible=booking.preemptible,
+            request=booking.request,
+            booking_id=booking.id,
+            state=booking.state if state is None else state,
+        )
+
     def _charge_host(self, name: str, cpu_milli: int, memory_mib: int) -> None:
         nrow = self._node_index[name]
         self.node_version[nrow] += 1

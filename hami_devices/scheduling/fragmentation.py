@@ -11,7 +11,6 @@ it holds nothing).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -79,7 +78,7 @@ def plan_defragmentation(cluster: ClusterState, max_moves: int, policy: str = "b
     plan = defragment(cluster, max_moves, policy)
     for move in reversed(plan.moves):
         moved = cluster.forget(move.booking_id)
-        _rebook(cluster, moved, move.from_node, move.from_grants)
+        cluster.rebook(moved, move.from_node, move.from_grants)
     return plan
 
 
@@ -145,12 +144,12 @@ def _rehome(scratch: ClusterState, engine: Engine, old: list[Booking], banned: l
         )
         try:
             placement = engine.place(request)
-            new = _rebook(scratch, booking, placement.node, placement.grants)  # the same booking, moved
+            new = scratch.rebook(booking, placement.node, placement.grants)  # the same booking, moved
         except HamiError:
             for done in made:
                 scratch.forget(done.id)
             for back in old:
-                _rebook(scratch, back, back.node, back.grants)
+                scratch.rebook(back)
             return None
         made.append(new)
         moves.append(
@@ -178,23 +177,9 @@ def apply_defragmentation(cluster: ClusterState, plan: DefragPlan) -> int:
     for move in plan.moves:
         old = cluster.forget(move.booking_id)
         try:
-            _rebook(cluster, old, move.to_node, move.grants)
+            cluster.rebook(old, move.to_node, move.grants)
         except HamiError:
-            _rebook(cluster, old, old.node, old.grants)
+            cluster.rebook(old)
             break
         done += 1
     return done
-
-
-def _rebook(cluster: ClusterState, booking: Booking, node: str, grants: Sequence[Grant]) -> Booking:
-    """Book ``booking`` again, as it was but on ``node`` with ``grants``."""
-    return cluster.assume(
-        node,
-        grants,
-        host_cpu_milli=booking.host_cpu_milli,
-        host_memory_mib=booking.host_memory_mib,
-        preemptible=booking.preemptible,
-        request=booking.request,
-        booking_id=booking.id,
-        state=booking.state,
-    )

@@ -127,16 +127,7 @@ def _check_needed(loop: AdmissionLoop, task: Any, victims: list[Any]) -> None:
             finally:
                 c.forget(restored.id)
     finally:
-        c.assume(
-            booking.node,
-            booking.grants,
-            host_cpu_milli=booking.host_cpu_milli,
-            host_memory_mib=booking.host_memory_mib,
-            preemptible=booking.preemptible,
-            request=booking.request,
-            booking_id=booking.id,
-            state=PlacementState.ASSUMED,
-        )
+        c.rebook(booking, state=PlacementState.ASSUMED)
 
 
 def _check_state(loop: AdmissionLoop, now: float) -> None:

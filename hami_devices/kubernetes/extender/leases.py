@@ -15,14 +15,13 @@ allocation inside the transaction and acts only if it is still the same one (sam
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from hami_devices.allocation import undo_side_effects
 from hami_devices.errors import UnknownAllocation
-from hami_devices.isolation import remove_regions
 from hami_devices.kubernetes.extender.pods import OURS, PodRef
-from hami_devices.models import DeviceHandle, Grant, ResourceRequest
+from hami_devices.models import DeviceHandle, ResourceRequest
 
 if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
@@ -99,13 +98,7 @@ def release_if(
         if current is None or not still(current):
             return False
         view.remove(current.id)
-        by_vendor: dict[str, list[Grant]] = defaultdict(list)
-        for grant in current.grants:
-            by_vendor[grant.vendor].append(grant)
-        for vendor, grants in by_vendor.items():
-            if vendor in adapters:
-                adapters[vendor].teardown(grants)
-        remove_regions(current)
+        undo_side_effects(current, adapters)
     return True
 
 

@@ -104,13 +104,5 @@ def _scratch(live: ClusterState, node: str, bookings: list[Booking]) -> ClusterS
 
 
 def _rebook(state: ClusterState, node: str, booking: Booking) -> None:
-    state.assume(
-        node,
-        [g for g in booking.grants if g.node == node],
-        host_cpu_milli=booking.host_cpu_milli,
-        host_memory_mib=booking.host_memory_mib,
-        preemptible=booking.preemptible,
-        request=booking.request,
-        booking_id=booking.id,
-        state=booking.state,
-    )
+    """``booking`` back on ``node`` with its grants there (the scratch cluster holds that node only)."""
+    state.rebook(booking, node, [g for g in booking.grants if g.node == node])
