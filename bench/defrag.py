@@ -75,12 +75,8 @@ def main() -> None:
     ]
     started = time.perf_counter()
     with Pool(max(1, args.jobs)) as pool:
-        progress = tqdm(total=len(jobs), desc="replays", unit="run", file=sys.stderr, disable=None)
-        rows = []
-        for row in pool.imap(_one, jobs, chunksize=1):  # in job order, as map would give them
-            rows.append(row)
-            progress.update()
-        progress.close()
+        replays = pool.imap(_one, jobs, chunksize=1)  # in job order, as map would give them
+        rows = list(tqdm(replays, total=len(jobs), desc="replays", unit="run", file=sys.stderr, disable=None))
     out: dict[str, dict[str, object]] = {}
     for name in names:
         plain = next(r for r in rows if r["trace"] == name and r["defrag_every_s"] is None)

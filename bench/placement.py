@@ -115,12 +115,8 @@ def main() -> None:
     jobs = [(str(nodes_csv), str(t), p, m, s) for t in traces for p, m in runs for s in _seeds(args.seeds)]
     started = time.perf_counter()
     with Pool(max(1, args.jobs)) as pool:
-        progress = tqdm(total=len(jobs), desc="replays", unit="run", file=sys.stderr, disable=None)
-        rows = []
-        for row in pool.imap(_one, jobs, chunksize=1):  # in job order, as map would give them
-            rows.append(row)
-            progress.update()
-        progress.close()
+        replays = pool.imap(_one, jobs, chunksize=1)  # in job order, as map would give them
+        rows = list(tqdm(replays, total=len(jobs), desc="replays", unit="run", file=sys.stderr, disable=None))
     out: dict[str, dict[str, dict[str, float | int]]] = {}
     for trace in sorted({str(r["trace"]) for r in rows}):
         out[trace] = {}
