@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from hami_devices.models import ResourceRequest
+from hami_devices.models import RequestPart, ResourceRequest
 from hami_devices.queueing import EventKind, TaskState
 from hami_devices.queueing.events import Event
 from hami_devices.queueing.loop import AdmissionLoop
@@ -150,8 +150,36 @@ def _check_state(loop: AdmissionLoop, now: float) -> None:
             assert plan is None, f"{task.name} could be admitted ({plan.reason}, evicting {plan.victims})"
 
 
+def _task(name: str, queue: str, share: int, *, priority: int = 0, preemptible: bool = False) -> ResourceRequest:
+    part = RequestPart(count=1, memory_percent=float(share), cores=share)
+    return ResourceRequest(name=name, queue=queue, parts=[part], priority=priority, preemptible=preemptible)
+
+
+# A draw of a fresh-clone run: b borrowing t12 made the reclaim that t3 had just been refused allowed.
+RECLAIM_AFTER_BORROW = {
+    "nodes": [3],
+    "queues": {"queues": [
+        {"name": "a", "weight": 1, "guarantee": {"device-cores": 200}, "limit": {"device-cores": 200},
+         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
+        {"name": "b", "weight": 1, "guarantee": {"device-cores": 100},
+         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
+    ]},
+    "tasks": [
+        (0.0, None, _task("t0", "a", 25)),
+        (0.0, None, _task("t1", "a", 25)),
+        (0.0, None, _task("t2", "a", 50)),
+        (5.0, None, _task("t3", "a", 50, priority=1)),
+        (0.0, None, _task("t10", "a", 25, priority=1)),
+        (5.0, None, _task("t12", "b", 25, priority=1, preemptible=True)),
+        (0.0, None, _task("t13", "b", 75)),
+        (0.0, None, _task("t14", "b", 50, preemptible=True)),
+    ],
+}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
+@example(RECLAIM_AFTER_BORROW)
 def test_the_loop_settles_by_the_rules(scenario: dict[str, Any]) -> None:
     state = cluster(*[(f"n{i}", "A100", k) for i, k in enumerate(scenario["nodes"])])
     loop, _ = make_loop(state, scenario["queues"])
