@@ -120,11 +120,8 @@ class AdmissionLoop:
         self._nofit: dict[str, tuple[int, int]] = {}  # shape -> (epoch, len(_freed)) when it last did not fit
         self._nopreempt: dict[str, tuple[int, float]] = {}  # shape -> (cluster version, valid until)
         self._seen_version = self.cluster.version
-        # Within one pass: a task found no eviction the rules allow, then another task was admitted.  That
-        # admission may be what the rules wanted (a queue now borrowing is one reclaim may take from), so
-        # the tick makes another pass instead of leaving the blocked task to a later tick.
+        # This pass: a task found no eviction the rules allow (see ``_pass``).
         self._blocked_in_pass = False
-        self._admitted_after_block = False
         self._dirty = True
         self._wake_at = float("inf")
         self.counters = Counters()
@@ -395,7 +392,10 @@ class AdmissionLoop:
         heap: list[tuple[tuple[Any, ...], int, Task]] = []
         order = itertools.count()
         evicted_before = self.counters.evicted
-        self._blocked_in_pass = self._admitted_after_block = False
+        self._blocked_in_pass = False
+        # A task admitted after another was refused any eviction may be what the rules wanted (a queue now
+        # borrowing is one reclaim may take from): then the tick makes another pass, not a later tick.
+        admitted_after_block = False
 
         def push(task: Task) -> None:
             if self._hopeless(task, now):
@@ -415,6 +415,7 @@ class AdmissionLoop:
                 heapq.heappush(heap, (fresh, next(order), task))
                 continue
             if self._attempt(task, now):
+                admitted_after_block |= self._blocked_in_pass
                 nxt = self._heads(task.queue)
                 strict = self.tree.nodes[task.queue].spec.strict_fifo
                 for head in nxt if strict else [t for t in nxt if t.shape == task.shape]:
@@ -423,7 +424,7 @@ class AdmissionLoop:
                 for other in self.pending(self.tree.nodes[task.queue].name):
                     if other is not task and other.wait_reason != WaitReason.STRICT_FIFO:
                         other.wait_reason = WaitReason.STRICT_FIFO
-        return self.counters.evicted - evicted_before + int(self._admitted_after_block)
+        return self.counters.evicted - evicted_before + int(admitted_after_block)
 
     # ------------------------------------------------------------------ one task
     def _attempt(self, task: Task, now: float) -> bool:
@@ -448,7 +449,6 @@ class AdmissionLoop:
                     self._wait(task, reason, why, now)
                     return False
                 self._book(task, placement, charge, now)
-                self._admitted_after_block |= self._blocked_in_pass
                 kind = "guaranteed" if reason == "guaranteed" else "borrowing"
                 self._emit(
                     EventKind.ADMITTED,
@@ -465,7 +465,6 @@ class AdmissionLoop:
                 timed = timed or self.counters.victim_searches > searches
                 if planned is not None:
                     self._commit(task, *planned, now)
-                    self._admitted_after_block |= self._blocked_in_pass
                     return True
                 self._blocked_in_pass = True
                 if self.tree.entitled_at(task.queue, task.estimate) is None:
