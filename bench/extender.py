@@ -168,7 +168,7 @@ def main() -> None:
         server.wait(timeout=30)
     # 4. over-commits, judged by the accounting rules on a fresh cluster
     ledger = hd.SqliteLedger(work / "ledger.db")
-    fresh = hd.Engine.from_config(inventory).cluster
+    fresh = hd.build_engine(inventory).cluster
     handles = ledger.handles()
     overcommits = 0
     for handle in handles:

@@ -1,22 +1,17 @@
-"""The capacity rules every vendor shares, as pure functions over grants.
+"""What the allocations on a device hold, and how much of a device may be granted.
 
-Keeping them pure (usage in, reasons out) lets the in-memory ledger, the
-SQLite ledger and the scheduling engine apply exactly the same rules.
+``DeviceUsage`` is the usage the placement rules (``hami_devices.rules``) judge a
+part against; the ledgers and the engine's cluster state compute it the same way,
+from the grants on the device.  The capacities come from the configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from hami_devices.config import HamiConfig
-from hami_devices.errors import ReasonCode
-from hami_devices.matching import static_reasons
-from hami_devices.models import DeviceInfo, Grant, RequestPart
-
-if TYPE_CHECKING:
-    from hami_devices.rounding import GrantRule
+from hami_devices.models import Grant
 
 
 @dataclass(frozen=True)
@@ -84,58 +79,6 @@ def core_capacity(config: HamiConfig) -> int:
     return int(100 * config.device_plugin.core_scaling)
 
 
-def memory_capacity(info: DeviceInfo, memory_overcommit: float) -> int:
-    return int(info.memory_mib * memory_overcommit)
-
-
-def rejection_reasons(
-    info: DeviceInfo,
-    usage: DeviceUsage,
-    grant: Grant,
-    *,
-    memory_overcommit: float = 1.0,
-    core_capacity: int = 100,
-) -> list[ReasonCode]:
-    """Every rule ``grant`` would break on a device already holding ``usage``."""
-    reasons: list[ReasonCode] = []
-    if not info.healthy:
-        reasons.append(ReasonCode.CARD_UNHEALTHY)
-    if usage.exclusive:
-        reasons.append(ReasonCode.CARD_EXCLUSIVELY_HELD)
-    if grant.exclusive and usage.sharers > 0:
-        reasons.append(ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE)
-    if usage.sharers + 1 > info.split_count:
-        reasons.append(ReasonCode.CARD_SPLIT_EXHAUSTED)
-    if usage.memory_mib + grant.memory_mib > memory_capacity(info, memory_overcommit):
-        reasons.append(ReasonCode.CARD_INSUFFICIENT_MEMORY)
-    if usage.cores + grant.cores > core_capacity:
-        reasons.append(ReasonCode.CARD_INSUFFICIENT_CORE)
-    return reasons
-
-
-def planned_grant(
-    info: DeviceInfo, rule: GrantRule, part: RequestPart, part_index: int, usage: DeviceUsage
-) -> Grant | list[ReasonCode]:
-    """The device's rule rounds the part, then the accounting rules judge the result."""
-    planned = rule.plan_grant(info, part, part_index, usage)
-    if isinstance(planned, ReasonCode):
-        return [planned]
-    problems = rejection_reasons(
-        info, usage, planned, memory_overcommit=rule.memory_factor, core_capacity=rule.core_capacity
-    )
-    return problems or planned
-
-
-def evaluate(
-    info: DeviceInfo, rule: GrantRule, part: RequestPart, part_index: int, usage: DeviceUsage
-) -> Grant | list[ReasonCode]:
-    """The one rule set: what ``part`` gets on this device now, or every reason it gets nothing.
-
-    Static matching first (vendor, model, uuid, precision, NUMA, health), then the
-    rounding and the capacity rules.  The allocator commits only what this says;
-    the scheduling engine computes the same over arrays (held identical by tests).
-    """
-    problems = static_reasons(info, part)
-    if problems:
-        return problems
-    return planned_grant(info, rule, part, part_index, usage)
+def memory_capacity(memory_mib: int, factor: float) -> int:
+    """MiB of a device of ``memory_mib`` that may be granted under the memory ``factor``."""
+    return int(memory_mib * factor)

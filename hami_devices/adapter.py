@@ -12,18 +12,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from hami_devices import accounting, rounding
 from hami_devices import traits as traits_catalog
 from hami_devices.accounting import DeviceUsage
 from hami_devices.config import HamiConfig
+from hami_devices.device import Device
 from hami_devices.errors import ReasonCode
+from hami_devices.isolation import limiter_environment
+from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceInfo, DeviceTraits, Grant, PartitionProfile, RequestPart
-
-if TYPE_CHECKING:
-    from hami_devices.device import Device
-    from hami_devices.ledger import Ledger
+from hami_devices.simulated import SimulatedDevice
 
 
 class Capability(StrEnum):
@@ -100,8 +100,6 @@ class VendorAdapter(ABC):
     # -- simulated back end ------------------------------------------------
     def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
         """Devices with no hardware behind them, for inventories and tests."""
-        from hami_devices.simulated import SimulatedDevice
-
         return [SimulatedDevice(self.complete_info(info), self, ledger) for info in infos]
 
     def complete_info(self, info: DeviceInfo) -> DeviceInfo:
@@ -172,8 +170,6 @@ class VendorAdapter(ABC):
 
     def environment(self, grants: list[Grant], region_path: str | None) -> dict[str, str]:
         """Variables the workload process needs: visible devices and limiter limits."""
-        from hami_devices.isolation import limiter_environment
-
         env: dict[str, str] = {}
         ids = ",".join(self.visible_device_id(g) for g in grants)
         for var in self.visible_devices_env:

@@ -25,11 +25,17 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hami_devices.accounting import evaluate, usage_of
+from hami_devices.accounting import usage_of
+from hami_devices.adapter import VendorAdapter
+from hami_devices.assembly import configure_engine
+from hami_devices.config import HamiConfig
+from hami_devices.device import Device, use_allocator
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
+from hami_devices.registry import adapter_for
+from hami_devices.rules import evaluate
 from hami_devices.scheduling import mix as mixes
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
@@ -37,10 +43,6 @@ from hami_devices.scheduling.policies import Policy, configured_policies, resolv
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from hami_devices.adapter import VendorAdapter
-    from hami_devices.config import HamiConfig
-    from hami_devices.device import Device
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,7 @@ def engine_for(
     """The scoring engine over ``devices`` and the ledger's allocations, with the devices' configured policy,
     continuing from the workload mix the ledger keeps (see ``scheduling.mix``)."""
     cluster = ClusterState.from_devices(devices, view.handles())
-    engine = Engine.configured(cluster, devices[0].adapter.config, policy=policy, policies=policies)
+    engine = configure_engine(cluster, devices[0].adapter.config, policy=policy, policies=policies)
     if engine.learned_mix() is not None:
         kept = mixes.load_from(view)
         if kept is not None:
@@ -312,8 +314,6 @@ def release_from(
         missing = {g.vendor for g in removed.grants} - set(adapters)
         resolved = dict(adapters)
         if missing:
-            from hami_devices.registry import adapter_for
-
             resolved.update({vendor: adapter_for(vendor) for vendor in missing})
         undo_side_effects(removed, resolved)
     return removed
@@ -335,3 +335,6 @@ def evict(
     if not reclaimer:
         raise InvalidRequest("reclaimer", "name who reclaims the allocation")
     return release_from(ledger, handle, adapters or {}, reason=reason, evicted_by=reclaimer)
+
+
+use_allocator(allocate, release_from)

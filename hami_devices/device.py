@@ -1,49 +1,56 @@
-"""The Device interface: one physical accelerator and the four operations of the mission."""
+"""The Device interface: one physical accelerator, its facts and its vendor's operations.
+
+A device is data plus what only its vendor can do (read the hardware).  The
+four operations of the mission reach it from the layers that own them:
+``allocate`` and ``release`` are the allocator's (``hami_devices.allocation``,
+which serves every device: the device layer never imports it), ``monitor``
+joins the readings with the ledger and the limiter (``monitoring``).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.accounting import DeviceUsage, usage_of
-from hami_devices.models import (
-    NOT_AVAILABLE,
-    DeviceHandle,
-    DeviceInfo,
-    Health,
-    Metrics,
-    MetricValue,
-    ProcessUsage,
-    ResourceRequest,
-)
+from hami_devices.errors import HamiError
+from hami_devices.ledger import Ledger
+from hami_devices.models import DeviceHandle, DeviceInfo, Health, Metrics, ResourceRequest
+from hami_devices.monitoring import DeviceReadings, HostResources, build_metrics
 
 if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
-    from hami_devices.ledger import Ledger
 
+__all__ = ["Device", "DeviceReadings", "HostResources", "use_allocator"]
 
-@dataclass(frozen=True)
-class HostResources:
-    """The host CPU and memory of a device's node, and its labels, where an inventory describes them."""
-
-    cpu_milli: int
-    memory_mib: int
-    labels: Mapping[str, str] = field(default_factory=dict)
+Allocate = Callable[[Sequence["Device"], "ResourceRequest | Mapping[str, Any]"], DeviceHandle]
+Release = Callable[..., Any]
 
 
 @dataclass
-class DeviceReadings:
-    """What the vendor library reports about a device right now."""
+class _Allocator:
+    allocate: Allocate | None = None
+    release: Release | None = None
 
-    memory_used_mib: MetricValue = NOT_AVAILABLE
-    utilization_pct: MetricValue = NOT_AVAILABLE
-    temperature_c: MetricValue = NOT_AVAILABLE
-    power_w: MetricValue = NOT_AVAILABLE
-    health: Health | None = None
-    processes: list[ProcessUsage] = field(default_factory=list)
-    extra: dict[str, MetricValue] = field(default_factory=dict)
+
+_ALLOCATOR = _Allocator()
+
+
+def use_allocator(allocate: Allocate, release: Release) -> None:
+    """Serve ``Device.allocate`` and ``Device.release`` with the allocator's functions.
+
+    ``hami_devices.allocation`` calls this when it is imported; the dependency points
+    from the allocator to the device, never back.
+    """
+    _ALLOCATOR.allocate, _ALLOCATOR.release = allocate, release
+
+
+def _allocator() -> _Allocator:
+    if _ALLOCATOR.allocate is None or _ALLOCATOR.release is None:
+        raise HamiError("no allocator: import hami_devices (or hami_devices.allocation) first")
+    return _ALLOCATOR
 
 
 class Device(ABC):
@@ -70,14 +77,14 @@ class Device(ABC):
 
     def allocate(self, request: ResourceRequest | Mapping[str, Any]) -> DeviceHandle:
         """A share of this one device.  Multi-device requests go through ``hami_devices.allocate``."""
-        from hami_devices.allocation import allocate
-
+        allocate = _allocator().allocate
+        assert allocate is not None
         return allocate([self], request)
 
     def release(self, handle: DeviceHandle | str) -> None:
-        from hami_devices.allocation import release_from
-
-        release_from(self.ledger, handle, {self.adapter.name: self.adapter})
+        release = _allocator().release
+        assert release is not None
+        release(self.ledger, handle, {self.adapter.name: self.adapter})
 
     def usage(self) -> DeviceUsage:
         return usage_of(self.ledger.grants_on(self.uuid))
@@ -94,6 +101,4 @@ class Device(ABC):
         return self._info.health
 
     def monitor(self) -> Metrics:
-        from hami_devices.monitoring import build_metrics
-
-        return build_metrics(self)
+        return build_metrics(self.info, self.read(), self.ledger)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hami_devices import limiter
 from hami_devices.models import DeviceHandle, Grant
 
 if TYPE_CHECKING:
@@ -35,8 +36,6 @@ def core_limit(adapter: VendorAdapter, grant: Grant) -> int:
 
 
 def create_region(adapter: VendorAdapter, handle_id: str, grants: Sequence[Grant]) -> Path:
-    from hami_devices import limiter
-
     path = limiter.region_dir() / f"{handle_id}-{adapter.name}.region"
     limits = [limiter.DeviceLimit(g.memory_mib * MIB, core_limit(adapter, g)) for g in grants]
     limiter.Region.create(path, limits).close()
@@ -52,8 +51,6 @@ def limiter_environment(adapter: VendorAdapter, grants: Sequence[Grant], region_
     """HAMI_* limits for every vendor, the adapter's own names, and the preload."""
     if region_path is None or not limits_enforced(adapter):
         return {}
-    from hami_devices import limiter
-
     assert adapter.limiter_shim is not None
     env = {
         "HAMI_REGION_PATH": region_path,

@@ -79,7 +79,7 @@ _ERRLEN = 512
 
 def _native() -> ModuleType:
     try:
-        from hami_devices import _native  # type: ignore[attr-defined]
+        from hami_devices import _native
     except ImportError as exc:  # built by `pip install`; see native/core/cffi_build.py
         raise LimiterError(f"the native limiter module is not built: {exc}") from exc
     module: ModuleType = _native

@@ -412,8 +412,6 @@ class DeviceHandle(HamiModel):
         return self.regions.get(group_key(node, vendor))
 
 
-Allocation = DeviceHandle
-
 
 class ProcessUsage(HamiModel):
     pid: int

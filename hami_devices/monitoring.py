@@ -2,28 +2,56 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from hami_devices import limiter
 from hami_devices.accounting import usage_of
 from hami_devices.errors import LimiterError
-from hami_devices.models import NOT_AVAILABLE, AllocationUsage, DeviceHandle, Metrics, MetricValue, ProcessUsage
-
-if TYPE_CHECKING:
-    from hami_devices.device import Device
+from hami_devices.ledger import Ledger
+from hami_devices.models import (
+    NOT_AVAILABLE,
+    AllocationUsage,
+    DeviceHandle,
+    DeviceInfo,
+    Health,
+    Metrics,
+    MetricValue,
+    ProcessUsage,
+)
 
 MIB = 1024 * 1024
 
 
-def _region_usage(handle: DeviceHandle, device: Device) -> tuple[MetricValue, MetricValue, list[ProcessUsage]]:
+@dataclass(frozen=True)
+class HostResources:
+    """The host CPU and memory of a device's node, and its labels, where an inventory describes them."""
+
+    cpu_milli: int
+    memory_mib: int
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class DeviceReadings:
+    """What the vendor library reports about a device right now."""
+
+    memory_used_mib: MetricValue = NOT_AVAILABLE
+    utilization_pct: MetricValue = NOT_AVAILABLE
+    temperature_c: MetricValue = NOT_AVAILABLE
+    power_w: MetricValue = NOT_AVAILABLE
+    health: Health | None = None
+    processes: list[ProcessUsage] = field(default_factory=list)
+    extra: dict[str, MetricValue] = field(default_factory=dict)
+
+
+def _region_usage(handle: DeviceHandle, info: DeviceInfo) -> tuple[MetricValue, MetricValue, list[ProcessUsage]]:
     """Live usage the limiter's region records for this device's slot in the handle."""
-    info = device.info
     path = handle.region_for(info.node, info.vendor)
     if path is None:
         return NOT_AVAILABLE, NOT_AVAILABLE, []
     vendor_grants = [g for g in handle.grants if g.vendor == info.vendor and g.node == info.node]
-    slot = next(i for i, g in enumerate(vendor_grants) if g.uuid == device.uuid)
-    from hami_devices import limiter
-
+    slot = next(i for i, g in enumerate(vendor_grants) if g.uuid == info.uuid)
     try:
         with limiter.Region.open(path) as region:
             # A process that is gone holds no device memory: give its reservation back before reading,
@@ -41,16 +69,15 @@ def _region_usage(handle: DeviceHandle, device: Device) -> tuple[MetricValue, Me
     return record.memory_used_bytes / MIB, utilization, procs
 
 
-def build_metrics(device: Device) -> Metrics:
-    readings = device.read()
-    info = device.info
-    handles = list(device.ledger.handles_on(device.uuid))
-    grants = [g for h in handles for g in h.grants if g.uuid == device.uuid]
+def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) -> Metrics:
+    """One device's metrics: its ``readings``, what ``ledger`` grants on it, and each allocation's live usage."""
+    handles = list(ledger.handles_on(info.uuid))
+    grants = [g for h in handles for g in h.grants if g.uuid == info.uuid]
     usage = usage_of(grants)
     allocations: list[AllocationUsage] = []
     for handle in handles:
-        for grant in (g for g in handle.grants if g.uuid == device.uuid):
-            used, utilization, procs = _region_usage(handle, device)
+        for grant in (g for g in handle.grants if g.uuid == info.uuid):
+            used, utilization, procs = _region_usage(handle, info)
             allocations.append(
                 AllocationUsage(
                     handle_id=handle.id,

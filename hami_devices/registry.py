@@ -12,21 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stevedore import ExtensionManager
-
 from hami_devices.adapter import Probe, VendorAdapter
 from hami_devices.config import HamiConfig
 from hami_devices.errors import DeviceUnavailable
-
-VENDOR_NAMESPACE = "hami_devices.vendors"
-SCORER_NAMESPACE = "hami_devices.scorers"
-
-
-@dataclass
-class PluginFailure:
-    name: str
-    entry_point: str
-    error: str
+from hami_devices.plugins import SCORER_NAMESPACE, VENDOR_NAMESPACE, PluginFailure, load_plugins
 
 
 @dataclass
@@ -54,29 +43,9 @@ def safe_probe(adapter: VendorAdapter) -> Probe:
         return Probe(False, f"probe raised {type(exc).__name__}: {exc}")
 
 
-def _load(namespace: str, names: Iterable[str] | None) -> tuple[dict[str, Any], dict[str, PluginFailure]]:
-    failures: dict[str, PluginFailure] = {}
-
-    def on_failure(_manager: ExtensionManager[Any], entry_point: Any, exc: BaseException) -> None:
-        failures[entry_point.name] = PluginFailure(
-            entry_point.name, f"{entry_point.value}", f"{type(exc).__name__}: {exc}"
-        )
-
-    manager: ExtensionManager[Any] = ExtensionManager(
-        namespace=namespace,
-        invoke_on_load=False,
-        on_load_failure_callback=on_failure,
-    )
-    wanted = set(names) if names is not None else None
-    plugins = {ext.name: ext.plugin for ext in manager if wanted is None or ext.name in wanted}
-    if wanted is not None:
-        failures = {k: v for k, v in failures.items() if k in wanted}
-    return plugins, failures
-
-
 def load_vendors(names: Iterable[str] | None = None, config: HamiConfig | None = None) -> VendorRegistry:
     """Instantiate every registered vendor adapter (or the named ones)."""
-    plugins, failures = _load(VENDOR_NAMESPACE, names)
+    plugins, failures = load_plugins(VENDOR_NAMESPACE, names)
     registry = VendorRegistry(failures=failures)
     for name, plugin in sorted(plugins.items()):
         try:
@@ -96,7 +65,7 @@ def load_vendors(names: Iterable[str] | None = None, config: HamiConfig | None =
 
 def load_scorers(names: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, PluginFailure]]:
     """Scorer classes registered in ``hami_devices.scorers``, and the ones that failed."""
-    return _load(SCORER_NAMESPACE, names)
+    return load_plugins(SCORER_NAMESPACE, names)
 
 
 _adapter_cache: dict[str, VendorAdapter] = {}

@@ -35,7 +35,8 @@ from hami_devices.errors import HamiError, UnknownAllocation
 from hami_devices.inventory import Inventory, parse_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
 from hami_devices.models import DeviceHandle, DeviceInfo, PartitionProfile, ResourceRequest
-from hami_devices.registry import VENDOR_NAMESPACE, VendorRegistry, load_vendors, safe_probe
+from hami_devices.plugins import VENDOR_NAMESPACE
+from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
 INVENTORY_DIR = Path(__file__).resolve().parent / "inventories"
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"

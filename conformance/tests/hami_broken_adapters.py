@@ -25,14 +25,13 @@ from typing import Any, ClassVar
 from hami_conformance import Profile, WorkloadProgram
 from hami_nvidia.adapter import NvidiaAdapter
 
-from hami_devices.accounting import DeviceUsage, rejection_reasons
+from hami_devices.accounting import DeviceUsage
 from hami_devices.adapter import Capability, Probe, VendorAdapter
 from hami_devices.allocation import coerce_request
 from hami_devices.device import Device, DeviceReadings
 from hami_devices.errors import InsufficientResources, ReasonCode, UnknownAllocation
 from hami_devices.ledger import Ledger
 from hami_devices.limiter import fake_library
-from hami_devices.matching import static_reasons
 from hami_devices.models import (
     DeviceHandle,
     DeviceInfo,
@@ -44,6 +43,7 @@ from hami_devices.models import (
     RequestPart,
     ResourceRequest,
 )
+from hami_devices.rules import evaluate
 
 VENDOR = "plainsim"
 MODELS = {"Plain-16G": 16384, "Plain-8G": 8192}
@@ -235,15 +235,10 @@ class RacyDevice(PlainDevice):
         if len(req.parts) != 1 or req.parts[0].count != 1:
             return super().allocate(req)
         part = req.parts[0]
-        problems = static_reasons(self.info, part)
         usage = self.usage()  # read outside any transaction ...
-        planned = self.adapter.plan_grant(self.info, part, 0, usage)
-        if isinstance(planned, ReasonCode):
-            problems.append(planned)
-        elif not problems:
-            problems = rejection_reasons(self.info, usage, planned)
-        if problems or not isinstance(planned, Grant):
-            raise InsufficientResources("does not fit", {self.uuid: problems})
+        planned = evaluate(self.info, self.adapter, part, 0, usage)
+        if not isinstance(planned, Grant):
+            raise InsufficientResources("does not fit", {self.uuid: planned})
         time.sleep(0.002)  # ... talk to the driver ...
         handle = DeviceHandle(request=req, grants=[planned], env=self.adapter.environment([planned], None))
         with self.ledger.transaction() as view:  # ... and write without re-checking

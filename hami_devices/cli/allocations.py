@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import config_from, default_ledger_path
+from hami_devices.cli.common import config_from
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import SqliteLedger
+from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.lifecycle import AllocationStatus, collect_garbage, list_allocations
 from hami_devices.registry import load_vendors
 

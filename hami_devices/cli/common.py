@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import discover
 from hami_devices.ledger import Ledger, MemoryLedger, SqliteLedger
+from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.registry import load_vendors
-
-
-def default_ledger_path() -> Path:
-    if "HAMI_LEDGER" in os.environ:
-        return Path(os.environ["HAMI_LEDGER"])
-    state = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
-    return state / "hami-devices" / "ledger.db"
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -14,6 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hami_devices.cli.output import error
+from hami_devices.extras import require
+from hami_devices.plugins import conformance_suite
+
 EXIT_CERTIFIED = 0
 EXIT_MUST_FAILED = 1
 EXIT_NOT_RUN = 2
@@ -49,13 +53,12 @@ def register(subparsers: Any) -> None:
 
 
 def pytest_args(args: argparse.Namespace, report: str, ini: str) -> list[str]:
-    from hami_conformance.catalog import catalog_path
-
-    suite = catalog_path()
+    suite = conformance_suite()
     # rootdir = where the user is, so pytest names each check "hami-conformance::<id>" without a path
-    argv = [str(suite), "-c", ini, "--rootdir", os.getcwd(), "-p", "no:cacheprovider", "--hami-report", report]
+    argv = [str(suite.catalog_path()), "-c", ini, "--rootdir", os.getcwd(), "-p", "no:cacheprovider",
+            "--hami-report", report]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        argv += ["-p", "hami_conformance.plugin"]
+        argv += ["-p", suite.PYTEST_PLUGIN]
     if args.name:
         argv += ["--hami-adapter", args.name]
     if args.adapter_class:
@@ -88,13 +91,9 @@ def exit_code(report: dict[str, Any], strict: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hami_devices.extras import require
-
     # the suite is a pytest plugin with hypothesis state machines: both come with the [conformance] extra
     pytest = require("pytest", "hami-devices conformance")
     require("hypothesis", "hami-devices conformance")
-    from hami_devices.cli.output import error
-
     if not args.name and not args.adapter_class:
         error("conformance: give the adapter's NAME or --adapter-class MODULE:CLASS")
         return EXIT_NOT_RUN

@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import add_json, default_ledger_path
+from hami_devices.cli.common import add_json
 from hami_devices.cli.output import emit_json
+from hami_devices.ledger.paths import default_ledger_path
 
 
 def register(subparsers: Any) -> None:

@@ -16,9 +16,10 @@ from typing import Any
 
 import yaml
 
-from hami_devices.cli.common import config_from, default_ledger_path
+from hami_devices.cli.common import config_from
 from hami_devices.errors import InvalidRequest
 from hami_devices.extras import require
+from hami_devices.ledger.paths import default_ledger_path
 
 
 def register(subparsers: Any) -> None:

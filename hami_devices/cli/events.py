@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import add_json, add_source, default_ledger_path, devices_from
+from hami_devices.cli.common import add_json, add_source, devices_from
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import SCHEMA_VERSION, Event, EventKind, SqliteLedger
+from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.observability.timeparse import iso, parse_time
 
 

@@ -10,8 +10,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import config_from, default_ledger_path
+from hami_devices.cli.common import config_from
 from hami_devices.errors import InvalidRequest
+from hami_devices.ledger.paths import default_ledger_path
 
 
 def register(subparsers: Any) -> None:

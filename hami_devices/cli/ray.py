@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import add_json, add_source, default_ledger_path
+from hami_devices.cli.common import add_json, add_source
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
+from hami_devices.ledger.paths import default_ledger_path
 
 
 def register(subparsers: Any) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.allocation import release_from
-from hami_devices.cli.common import add_json, config_from, default_ledger_path
+from hami_devices.cli.common import add_json, config_from
 from hami_devices.cli.output import emit_json
 from hami_devices.ledger import SqliteLedger
+from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.registry import load_vendors
 
 

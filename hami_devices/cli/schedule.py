@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hami_devices.assembly import build_engine
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InsufficientResources
-from hami_devices.scheduling.engine import Engine, Placement
+from hami_devices.scheduling.engine import Placement
 from hami_devices.scheduling.policies import BUILTIN
 from hami_devices.workload import load_workload
 
@@ -39,7 +40,7 @@ def _grant_text(p: Placement) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    engine = Engine.from_config(args.inventory, args.config, policy=args.policy, policies=args.policies)
+    engine = build_engine(args.inventory, args.config, policy=args.policy, policies=args.policies)
     results: list[dict[str, Any]] = []
     for request in load_workload(args.workload):
         entry: dict[str, Any] = {"task": request.name, "task_type": str(request.task_type)}

@@ -20,7 +20,8 @@ from pathlib import Path
 from hami_devices import limiter
 from hami_devices.adapter import VendorAdapter
 from hami_devices.doctor.report import Check, failed, passed, warned
-from hami_devices.errors import LimiterError
+from hami_devices.errors import HamiError, LimiterError
+from hami_devices.plugins import conformance_suite
 
 LIMIT_MIB = 64
 """The probe region's memory limit: small enough that any device holds twice as much."""
@@ -103,17 +104,18 @@ def preload_check(label: str, path: Path) -> Check:
 
 def harness_for(adapter: VendorAdapter) -> Harness | None:
     """The workload program that drives the adapter's runtime: its own, else the suite's for the built-in shims."""
-    from hami_conformance.builtin import builtin_workload
-    from hami_conformance.profile import Profile
-
+    try:
+        suite = conformance_suite()
+    except HamiError:  # the suite's workloads are what drive a runtime here: without it, nothing to drive
+        return None
     program = None
     hook = getattr(adapter, "conformance_profile", None)
     if callable(hook):
         profile = hook()
-        if isinstance(profile, Profile):
+        if isinstance(profile, suite.Profile):
             program = profile.workload
     if program is None:
-        program = builtin_workload(adapter, hardware=True)
+        program = suite.builtin_workload(adapter, hardware=True)
     if program is None:
         return None
     return Harness(tuple(program.argv), dict(program.env), program.timeout_s)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hami_devices.assembly import build_engine
 from hami_devices.errors import HamiError, InvalidRequest
 from hami_devices.models import ResourceRequest
 from hami_devices.queueing.events import Event, EventBus, EventKind, EvictionReason, Listener, WaitReason
@@ -143,7 +144,7 @@ class AdmissionLoop:
 
         if not isinstance(config, HamiConfig):
             config = load_config(config) if config is not None else HamiConfig()
-        engine = Engine.from_config(inventory, config, policy=policy, policies=policies)
+        engine = build_engine(inventory, config, policy=policy, policies=policies)
         options.setdefault("preemptive", config.scheduler.resource_allocation.enable_preemptive)
         return cls(engine, queues, **options)
 

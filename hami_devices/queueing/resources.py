@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from hami_devices.errors import InvalidConfig
-from hami_devices.matching import model_names
 from hami_devices.models import DeviceInfo, Grant, ResourceRequest
 from hami_devices.queueing.spec import BASE_RESOURCES, DeviceClass
+from hami_devices.rules import model_names
 from hami_devices.scheduling.cluster import UNBOUNDED, Booking, ClusterState
 from hami_devices.scheduling.engine import Placement
 from hami_devices.traits import normalize_model_name

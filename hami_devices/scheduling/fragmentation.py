@@ -12,17 +12,14 @@ it holds nothing).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hami_devices.errors import HamiError
 from hami_devices.models import Grant
 from hami_devices.scheduling import fgd
 from hami_devices.scheduling.cluster import Booking, ClusterState
+from hami_devices.scheduling.engine import Engine
 from hami_devices.scheduling.fragindex import FragmentationIndex
 from hami_devices.scheduling.mix import OnlineMix
-
-if TYPE_CHECKING:
-    from hami_devices.scheduling.engine import Engine
 
 
 def held_mix(cluster: ClusterState) -> fgd.WorkloadMix:
@@ -94,8 +91,6 @@ def defragment(
     found a new home; otherwise its holders go back where they were.  At most
     ``max_attempts`` devices are tried (default four per allowed move).
     """
-    from hami_devices.scheduling.engine import Engine
-
     engine = Engine(cluster, policy)
     before = cluster.whole_free_devices()
     holders: dict[int, list[str]] = {}

@@ -6,9 +6,9 @@ import contextlib
 from pathlib import Path
 
 import hami_devices as hd
+from hami_devices.assembly import build_engine
 from hami_devices.ledger import SqliteLedger
 from hami_devices.models import ResourceRequest
-from hami_devices.scheduling import Engine
 
 from .test_cli import run_json
 
@@ -23,7 +23,7 @@ def test_engine_from_the_ledger_after_a_restart(tmp_path: Path, example_inventor
     ]
     ledger = SqliteLedger(ledger_path)
     try:
-        engine = Engine.from_config(example_inventory, ledger=ledger)  # a new process: everything from the ledger
+        engine = build_engine(example_inventory, ledger=ledger)  # a new process: everything from the ledger
         devices = hd.discover(example_inventory, ledger=ledger)
         assert {b for b in engine.cluster.bookings} == {h["id"] for h in made}
         for device in devices:
@@ -57,7 +57,7 @@ def test_the_ledger_keeps_what_the_allocator_learned(tmp_path: Path, example_inv
         with ledger.reading() as view:
             kept = load_from(view)
         assert kept is not None and kept.seen == 4  # a refused request teaches the mix too
-        restarted = Engine.from_config(example_inventory, config, ledger=ledger).learned_mix()
+        restarted = build_engine(example_inventory, config, ledger=ledger).learned_mix()
         assert restarted is not None and restarted.to_dict() == kept.to_dict()
     finally:
         ledger.close()

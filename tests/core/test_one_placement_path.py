@@ -9,7 +9,7 @@ bend:
 * device by device, the engine's feasible grants are exactly what
   ``accounting.evaluate`` (the device's rule, then the capacity rules) says on
   the ledger's usage;
-* whenever a scheduler's mirror of the cluster (built by ``Engine.from_config``
+* whenever a scheduler's mirror of the cluster (built by ``build_engine``
   and kept by ``book``/``unbook``) places a request, ``hd.allocate`` grants
   exactly those grants, whether it places the request itself or commits the
   mirror's placement; whenever the mirror cannot place, ``hd.allocate`` refuses;
@@ -30,12 +30,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
-from hami_devices.accounting import evaluate
+from hami_devices.assembly import build_engine
 from hami_devices.config import parse_config
 from hami_devices.inventory import Inventory, parse_inventory
 from hami_devices.ledger import MemoryLedger
 from hami_devices.models import Grant, ResourceRequest
 from hami_devices.registry import VendorRegistry
+from hami_devices.rules import evaluate
 from hami_devices.scheduling import ClusterState, Engine
 from hami_devices.scheduling.policies import BUILTIN
 
@@ -228,7 +229,7 @@ def test_engine_and_allocator_agree(
     inventory = _inventory(inventory_data, registry, config.device_plugin.split_count)
     ledger = MemoryLedger()
     devices = hd.discover(inventory, config=config, registry=registry, ledger=ledger)
-    mirror = Engine.from_config(inventory, config, policy=policy, registry=registry)
+    mirror = build_engine(inventory, config, policy=policy, registry=registry)
     live: list[hd.DeviceHandle] = []
     for kind, payload, mode in ops:
         if kind == "release":
@@ -276,7 +277,7 @@ def test_the_third_party_rule_reaches_the_engine() -> None:
     data = {"nodes": [{"name": "n", "devices": [{"vendor": "acme", "model": "AC-1", "count": 2}]}]}
     inventory = _inventory(data, registry, 10)
     devices = hd.discover(inventory, config=config, registry=registry)
-    engine = Engine.from_config(inventory, config, registry=registry)
+    engine = build_engine(inventory, config, registry=registry)
     tile = hd.allocate(devices, {"parts": [{"partition": "tile.1"}]})
     engine.cluster.book(tile)
     tiled = tile.grants[0].uuid

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 
 import hami_devices as hd
+from hami_devices.assembly import build_engine
 from hami_devices.ledger import MemoryLedger
 from hami_devices.models import ResourceRequest
-from hami_devices.scheduling import Engine
 
 from ..conftest import EXAMPLES
 
 
 def _both(inventory: Path, request: ResourceRequest, config: Path | None = None) -> tuple[hd.Grant, hd.Grant]:
-    engine = Engine.from_config(inventory, config)
+    engine = build_engine(inventory, config)
     placed = engine.place(request).grants[0]
     devices = hd.discover(inventory, config=hd.load_config(config) if config else None, ledger=MemoryLedger())
     granted = hd.allocate(devices, request).grants[0]
@@ -38,7 +38,7 @@ def test_vendor_rounding_is_the_engines(part: dict[str, object], expected: tuple
 
 def test_memory_fraction_and_overcommit_reach_the_engine() -> None:
     config = EXAMPLES / "config-multi-tenant.yaml"  # gpu-memory-fraction 0.95: a T4 gives 14592 MiB
-    engine = Engine.from_config(EXAMPLES / "cluster.yaml", config)
+    engine = build_engine(EXAMPLES / "cluster.yaml", config)
     with pytest.raises(hd.InsufficientResources) as info:
         engine.place(ResourceRequest.single(models=["T4"], memory_mib=15_000))
     assert info.value.permanent is True

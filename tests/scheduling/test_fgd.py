@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hami_devices.assembly import build_engine
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import ResourceRequest
 from hami_devices.scheduling import fgd
@@ -198,7 +199,7 @@ def test_the_configuration_declares_or_continues_a_mix(tmp_path: Path, example_i
             }
         }
     )
-    engine = Engine.from_config(example_inventory, declared)
+    engine = build_engine(example_inventory, declared)
     assert engine.mix is not None and [s.gpu_milli for s in engine.mix.shapes] == [500, 1000]
     assert engine.learned_mix() is not None  # it would learn, but the declared mix is what it plans with
     learner = OnlineMix()
@@ -207,6 +208,6 @@ def test_the_configuration_declares_or_continues_a_mix(tmp_path: Path, example_i
     path = tmp_path / "learned.json"
     learner.save(path)
     online = parse_config({"scheduler": {"policy": "fragmentation-aware", "workload-mix": {"file": str(path)}}})
-    resumed = Engine.from_config(example_inventory, online).learned_mix()
+    resumed = build_engine(example_inventory, online).learned_mix()
     assert resumed is not None and resumed.seen == 40
     assert (250, 2000) in {(s.gpu_milli, s.cpu_milli) for s in resumed.mix.shapes}

@@ -12,6 +12,7 @@ from hami_devices.config import parse_config
 from hami_devices.errors import InsufficientResources
 from hami_devices.inventory import parse_inventory
 from hami_devices.models import RequestPart, ResourceRequest
+from hami_devices.scheduling.scoring import combined
 
 INVENTORY = parse_inventory({"nodes": [
     {"name": "a", "cpu_milli": 8000, "memory_mib": 65536,
@@ -50,8 +51,8 @@ FIXED_MIX = parse_config(
 
 def configured(policy: str) -> hd.Engine:
     if policy == "fragmentation-aware":
-        return hd.Engine.from_config(INVENTORY, FIXED_MIX)
-    return hd.Engine.from_config(INVENTORY, policy=policy)
+        return hd.build_engine(INVENTORY, FIXED_MIX)
+    return hd.build_engine(INVENTORY, policy=policy)
 
 
 def pinned(engine: hd.Engine, request: ResourceRequest, node: str) -> ResourceRequest:
@@ -109,7 +110,7 @@ def test_verdicts_match_placement_node_by_node(
 
 
 def test_names_nothing_answers_to_are_unresolvable_everywhere() -> None:
-    engine = hd.Engine.from_config(INVENTORY)
+    engine = hd.build_engine(INVENTORY)
     verdict = engine.judge_nodes(ResourceRequest.single(models=["NoSuchCard"]))
     assert verdict.feasible == [] and verdict.unresolvable == set(engine.cluster.nodes)
     assert all(codes == [hd.ReasonCode.UNKNOWN_MODEL] for codes in verdict.reasons.values())
@@ -156,18 +157,18 @@ def _l4s(count: int) -> ResourceRequest:
          request=_l4s(4), policy="binpack")
 def test_node_scores_of_twin_nodes_are_each_nodes_own(fill: list[Any], request: ResourceRequest, policy: str) -> None:
     """Nodes in the same situation share one set choice; each score is still what that node's own choice gives."""
-    engine = hd.Engine.from_config(TWINS, policy=policy)
+    engine = hd.build_engine(TWINS, policy=policy)
     for r in fill:
         placed = engine.try_place(r)
         if placed is not None:
             engine.book(placed)
     verdict = engine.judge_nodes(request, scores=True)
-    engine.request_topology = request.topology
-    [ev] = [engine._filter(part, i, request) for i, part in enumerate(request.parts)]
+    chooser = engine.chooser(request)
+    [ev] = [engine.evaluate(part, i, request) for i, part in enumerate(request.parts)]
     c = engine.cluster
     own = {}
     for name in c.nodes:
-        choice = engine._node_choice(ev, c.node_row(name), set())
+        choice = chooser.node_choice(ev, c.node_row(name), set())
         if choice is not None:
-            own[name] = engine._combined([(ev, choice)])
+            own[name] = combined([(ev, choice)])
     assert verdict.scores == own

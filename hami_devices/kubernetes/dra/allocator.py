@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from hami_devices import accounting
+from hami_devices.assembly import build_engine
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.errors import InsufficientResources, InvalidRequest, UnknownAllocation
 from hami_devices.kubernetes import quantity as q
@@ -43,7 +44,7 @@ from hami_devices.kubernetes.dra.classes import class_specs, selectors_of
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.registry import VendorRegistry, load_vendors
 from hami_devices.scheduling.cluster import BoolArray
-from hami_devices.scheduling.engine import Engine, Placement
+from hami_devices.scheduling.engine import Placement
 
 MAX_ATTEMPTS = 128
 """Combinations of alternatives tried per claim before it is refused."""
@@ -110,7 +111,7 @@ class DraAllocator:
         self.catalog: Catalog = from_slices(objects)
         self.catalog.env.prepare()
         inv = inventory(self.catalog, self._traits)
-        self.engine = Engine.from_config(inv, config, policy=policy, registry=self.registry)
+        self.engine = build_engine(inv, config, policy=policy, registry=self.registry)
         self.memory_factor = accounting.memory_factor(config)
         vendors = {str(self.catalog.devices[i].own("vendor")) for i in self.catalog.physical()}
         self.classes: dict[str, list[str]] = {k: [v] for k, v in class_specs(vendors).items()}

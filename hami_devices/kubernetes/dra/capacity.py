@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hami_devices import accounting
 from hami_devices.accounting import DeviceUsage
 from hami_devices.models import DeviceInfo, Grant, RequestPart
 from hami_devices.rounding import GrantRule
+from hami_devices.rules import plan
 
 MAX_VALID_VALUES = 10  # the API's limit on validValues
 FULL_CORES = 100
@@ -67,12 +69,12 @@ class Capacity:
 
 
 def _probe(rule: GrantRule, info: DeviceInfo, memory: int, cores: int) -> Grant | None:
-    planned = rule.plan_grant(info, RequestPart(memory_mib=memory, cores=cores), 0, DeviceUsage())
+    planned = plan(rule, info, RequestPart(memory_mib=memory, cores=cores), 0, DeviceUsage())
     return planned if isinstance(planned, Grant) else None
 
 
 def memory_capacity(rule: GrantRule, info: DeviceInfo) -> Capacity:
-    total = int(info.memory_mib * rule.memory_factor)
+    total = accounting.memory_capacity(info.memory_mib, rule.memory_factor)
     whole = min(info.memory_mib, total)  # the default: the card's memory, as far as it may be granted
     if rule.plain_shares(info):
         return Capacity(total, "Mi", whole, minimum=1, maximum=total, step=1)

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hami_devices.accounting import evaluate, usage_of
+from hami_devices.accounting import usage_of
 from hami_devices.allocation import allocate, release_from
+from hami_devices.assembly import configure_engine
 from hami_devices.device import Device
 from hami_devices.errors import InsufficientResources, InvalidRequest, UnknownAllocation
 from hami_devices.kubernetes import quantity as q
@@ -42,8 +43,9 @@ from hami_devices.kubernetes.dra import cdi, names
 from hami_devices.kubernetes.dra.claims import Claim, parse_claim
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceHandle, Grant, RequestPart, ResourceRequest
+from hami_devices.rules import evaluate
 from hami_devices.scheduling.cluster import ClusterState
-from hami_devices.scheduling.engine import Engine, Placement
+from hami_devices.scheduling.engine import Placement
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class NodePlugin:
         """Seconds this plugin has held the ledger (its in-process turn, transaction included)."""
         # what hd.allocate's engine would record for the placement it chose
         empty = ClusterState.from_devices(self.devices, [])
-        self._policy = Engine.configured(empty, self.devices[0].adapter.config).policy.name
+        self._policy = configure_engine(empty, self.devices[0].adapter.config).policy.name
 
     def _claim_lock(self, uid: str) -> threading.Lock:
         with self._locks_guard:

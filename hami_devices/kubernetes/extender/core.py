@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.allocation import allocate
+from hami_devices.assembly import build_engine
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import complete_inventory, discover, load_inventory_for
@@ -109,7 +110,7 @@ class Extender:
         self.ledger = ledger
         self.binder = binder
         self.lease_s = lease_s
-        self.engine = Engine.from_config(inventory, config, policy=policy, registry=registry)
+        self.engine = build_engine(inventory, config, policy=policy, registry=registry)
         q.parse("0")  # import the Kubernetes client's quantity parser now, not inside the first request
         self.cluster = self.engine.cluster
         self._user_policies = configured_policies(config.scheduler.policy_files, None)

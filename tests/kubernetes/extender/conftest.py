@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 import hami_devices as hd
+from hami_devices.assembly import build_engine
 from hami_devices.kubernetes.extender import Extender, ExtenderServer, RecordingBinder, ServerSettings, serve
-from hami_devices.scheduling.engine import Engine
 from tests.conftest import EXAMPLES
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -90,7 +90,7 @@ def small_inventory(path: Path, nodes: int = 2, per_node: int = 2, model: str = 
 
 def assert_no_overcommit(inventory: Path | str, ledger: hd.Ledger) -> int:
     """Book every ledger allocation into a fresh, empty cluster: the accounting rules refuse any over-commit."""
-    fresh = Engine.from_config(inventory).cluster
+    fresh = build_engine(inventory).cluster
     handles = ledger.handles()
     fresh.sync(handles)  # raises HamiError on the first allocation that does not fit beside the others
     return len(handles)

@@ -211,8 +211,6 @@ class AscendAdapter(VendorAdapter):
         named = part.partition not in (None, "auto")
         asked = part.memory_mib is not None or part.memory_percent is not None
         memory = part.memory_for(info.memory_mib) if asked or not named else 0
-        if usage.sharers + 1 > info.split_count:
-            return ReasonCode.CARD_SPLIT_EXHAUSTED
         reserved_aicore = _int_attr(info, ATTR_RESERVED_AICORE)
         reserved_memory = _int_attr(info, ATTR_RESERVED_MEMORY)
         if memory > info.memory_mib:

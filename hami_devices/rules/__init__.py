@@ -1,0 +1,54 @@
+"""The placement rules as one table, and the one evaluator every consumer runs them through.
+
+``table``: the rows (reason code, kind, test or limit); ``columns``: what the rows
+read, for a whole cluster or one device; ``demand``: what a part needs of each
+device (the plain share, or the vendor's rounding); ``evaluate``: the evaluator.
+"""
+
+from hami_devices.rules.columns import ColumnView, Names, model_names, one_device
+from hami_devices.rules.demand import Demand, HostDemand, memory_need, plain_share, plan
+from hami_devices.rules.evaluate import (
+    BEFORE_ROUNDING,
+    FIT_RULES,
+    MATCH_RULES,
+    STATE_RULES,
+    check_grant,
+    evaluate,
+    failures,
+    first_failure,
+    fits_after,
+    passing,
+    shortfall,
+)
+from hami_devices.rules.table import DEVICE_CODES, DEVICE_RULES, NODE_CODES, NODE_RULES, USAGE_CODES, Kind, Limit, Rule
+
+__all__ = [
+    "BEFORE_ROUNDING",
+    "DEVICE_CODES",
+    "DEVICE_RULES",
+    "FIT_RULES",
+    "MATCH_RULES",
+    "NODE_CODES",
+    "NODE_RULES",
+    "STATE_RULES",
+    "USAGE_CODES",
+    "ColumnView",
+    "Demand",
+    "HostDemand",
+    "Kind",
+    "Limit",
+    "Names",
+    "Rule",
+    "check_grant",
+    "evaluate",
+    "failures",
+    "first_failure",
+    "fits_after",
+    "memory_need",
+    "model_names",
+    "one_device",
+    "passing",
+    "plain_share",
+    "plan",
+    "shortfall",
+]

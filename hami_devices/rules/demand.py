@@ -1,0 +1,94 @@
+"""What a request part needs of each device: the plain share, or what the vendor's rounding gives.
+
+The ``FIT`` rules judge a ``Demand``: per device row, the MiB, cores and
+exclusivity the part would take there.  On a device whose rule gives plain
+shares that is the part's own memory (``RequestPart.memory_for``), cores and
+exclusivity; on any other device it is the grant the vendor's ``plan_grant``
+rounds the part to, or the code it refused with.  ``plan`` is the one place
+that asks a vendor to round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hami_devices.accounting import DeviceUsage
+from hami_devices.errors import ReasonCode
+from hami_devices.models import DeviceInfo, Grant, RequestPart, ResourceRequest
+from hami_devices.rounding import GrantRule
+from hami_devices.rules.columns import BoolArray, IntArray
+
+
+@dataclass
+class Demand:
+    """Per row of a view: what the part takes (``memory``, ``cores``, ``exclusive``), or that the rounding
+    refused it (``refused``, with the rounding's own ``codes``)."""
+
+    memory: IntArray
+    cores: IntArray | int
+    exclusive: BoolArray | bool
+    refused: BoolArray
+    codes: dict[int, ReasonCode] = field(default_factory=dict)  # position in the view -> the rounding's code
+
+    @classmethod
+    def plain(cls, part: RequestPart, memory: IntArray) -> Demand:
+        return cls(memory, part.cores, part.exclusive, np.zeros(memory.shape, dtype=bool))
+
+    def take(self, at: IntArray | slice) -> Demand:
+        """The demand at rows ``at`` of the rows this demand covers (codes renumbered to positions in ``at``)."""
+        rows = np.arange(at.start or 0, at.stop) if isinstance(at, slice) else at
+        codes = {i: self.codes[r] for i, r in enumerate(rows.tolist()) if r in self.codes} if self.codes else {}
+        return Demand(
+            self.memory[at],
+            self.cores if isinstance(self.cores, int) else self.cores[at],
+            self.exclusive if isinstance(self.exclusive, bool) else self.exclusive[at],
+            self.refused[at],
+            codes,
+        )
+
+    @classmethod
+    def of_grants(cls, grants: Sequence[Grant]) -> Demand:
+        return cls(
+            np.array([g.memory_mib for g in grants], dtype=np.int64),
+            np.array([g.cores for g in grants], dtype=np.int64),
+            np.array([g.exclusive for g in grants], dtype=bool),
+            np.zeros(len(grants), dtype=bool),
+        )
+
+
+@dataclass(frozen=True)
+class HostDemand:
+    """What a request takes of the node that hosts (a process of) it."""
+
+    cpu_milli: int
+    memory_mib: int
+
+    @classmethod
+    def of(cls, request: ResourceRequest) -> HostDemand:
+        return cls(request.host_cpu_milli, request.host_memory_mib)
+
+
+def memory_need(part: RequestPart, totals: IntArray) -> IntArray:
+    """``part.memory_for(total)`` for each of ``totals`` (few distinct values: each is asked once)."""
+    if part.memory_mib is not None:
+        return np.full(totals.shape, part.memory_mib, dtype=np.int64)
+    distinct, where = np.unique(totals, return_inverse=True)
+    needs = np.fromiter((part.memory_for(int(t)) for t in distinct), dtype=np.int64, count=distinct.size)
+    return needs[where.reshape(totals.shape)]
+
+
+def plain_share(info: DeviceInfo, part: RequestPart, part_index: int) -> Grant:
+    """The grant a part gets on a device whose rule gives plain shares."""
+    return Grant.on(info, part_index, part.memory_for(info.memory_mib), part.cores, exclusive=part.exclusive)
+
+
+def plan(rule: GrantRule, info: DeviceInfo, part: RequestPart, part_index: int,
+         usage: DeviceUsage) -> Grant | ReasonCode:
+    """The grant ``part`` rounds to on this device now: the plain share where the rule gives one, else the
+    vendor's ``plan_grant``."""
+    if part.partition is None and rule.plain_shares(info):
+        return plain_share(info, part, part_index)
+    return rule.plan_grant(info, part, part_index, usage)

@@ -1,0 +1,184 @@
+"""The placement rules, each written once, as rows of a table.
+
+A row is a reason code, the kind of fact it judges, and its test over the
+columns the rules read (``rules.columns``).  A row that limits an amount says
+so as ``Limit``: what is used, what the part needs and what may be held, in
+one resource; its test is ``used + need > cap``, and how much is short is
+``used + need - cap``.  Every consumer -- the allocator's re-check of one
+device, the engine's filter over a whole cluster, refusals and node verdicts,
+the queues' eviction planning, the DRA allocator -- runs these rows through
+``rules.evaluate``; none writes a rule of its own.
+
+Order matters only for reports: a device's reason is the first row it fails.
+``MATCH`` rows (the device's facts against the part's selectors) come first,
+then ``STATE`` rows (the device's state, whatever is asked), then the vendor's
+rounding of the part onto the device (``ROUND``), then ``FIT`` rows (what the
+rounded part needs against what is left).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hami_devices.errors import ReasonCode
+from hami_devices.models import PRECISIONS, RequestPart
+from hami_devices.rules.columns import BoolArray, ColumnView, IntArray
+
+if TYPE_CHECKING:
+    from hami_devices.rules.demand import Demand, HostDemand
+
+UNLIMITED = 2**62
+"""A cap that no amount reaches."""
+
+
+class Kind(StrEnum):
+    MATCH = "match"  # the device's static facts against the part's selectors
+    STATE = "state"  # the device's state alone, whatever the part asks
+    ROUND = "round"  # the vendor's rounding found no grant for the part on the device
+    FIT = "fit"  # what the rounded part needs against what is left
+
+
+@dataclass(frozen=True)
+class Limit:
+    """``used + need <= cap`` in one resource (MiB, cores, sharers, exclusive holders, host CPU ...)."""
+
+    resource: str
+    used: Callable[[ColumnView], Any]
+    need: Callable[[ColumnView, Any], Any]
+    cap: Callable[[ColumnView, Any], Any]
+
+    def within(self, view: ColumnView, demand: Any) -> BoolArray:
+        return self.used(view) + self.need(view, demand) <= self.cap(view, demand)  # type: ignore[no-any-return]
+
+    def short(self, view: ColumnView, demand: Any) -> IntArray:
+        """How much is missing per row (0 or less: it fits)."""
+        return self.used(view) + self.need(view, demand) - self.cap(view, demand)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: ReasonCode
+    kind: Kind
+    test: Callable[[ColumnView, Any], BoolArray | None] | None = None
+    """Rows that fail (None: the part sets no such constraint, every row passes)."""
+    limit: Limit | None = None
+
+    def fails(self, view: ColumnView, arg: Any) -> BoolArray | None:
+        if self.limit is not None:
+            return ~self.limit.within(view, arg)
+        assert self.test is not None
+        return self.test(view, arg)
+
+    def narrow(self, view: ColumnView, arg: Any, ok: BoolArray) -> None:
+        """``ok &= this rule passes`` (in place)."""
+        if self.limit is not None:
+            ok &= self.limit.within(view, arg)
+            return
+        assert self.test is not None
+        bad = self.test(view, arg)
+        if bad is not None:
+            ok &= ~bad
+
+
+def _named(ids: IntArray, resolve: Callable[[Sequence[str]], list[int]], include: Sequence[str],
+           exclude: Sequence[str]) -> BoolArray | None:
+    """Rows whose id is not among ``include`` (when given) or is among ``exclude``."""
+    if not include and not exclude:
+        return None
+    bad = np.zeros(ids.shape, dtype=bool)
+    if include:
+        bad |= ~np.isin(ids, resolve(include))
+    if exclude:
+        bad |= np.isin(ids, resolve(exclude))
+    return bad
+
+
+def _precision(view: ColumnView, part: RequestPart) -> BoolArray | None:
+    if part.precision is None:
+        return None
+    column = PRECISIONS.index(part.precision)
+    return view.has_traits & (view.tflops[:, column] <= 0)  # type: ignore[no-any-return]
+
+
+def _numa(view: ColumnView, part: RequestPart) -> BoolArray | None:
+    return None if part.numa_node is None else view.numa != part.numa_node
+
+
+def _vendor(view: ColumnView, part: RequestPart) -> BoolArray | None:
+    return _named(view.vendor, view.names.vendor_ids, part.vendors, part.exclude_vendors)
+
+
+def _model(view: ColumnView, part: RequestPart) -> BoolArray | None:
+    return _named(view.model, view.names.model_ids_matching, part.models, part.exclude_models)
+
+
+def _uuid(view: ColumnView, part: RequestPart) -> BoolArray | None:
+    if not part.uuids and not part.exclude_uuids:
+        return None
+    return _named(view.rows, view.names.uuid_rows, part.uuids, part.exclude_uuids)
+
+
+def _refused(view: ColumnView, demand: Demand) -> BoolArray:
+    return demand.refused
+
+
+DEVICE_RULES: tuple[Rule, ...] = (
+    Rule(ReasonCode.CARD_VENDOR_MISMATCH, Kind.MATCH, _vendor),
+    Rule(ReasonCode.CARD_TYPE_MISMATCH, Kind.MATCH, _model),
+    Rule(ReasonCode.CARD_UUID_MISMATCH, Kind.MATCH, _uuid),
+    Rule(ReasonCode.CARD_PRECISION_UNSUPPORTED, Kind.MATCH, _precision),
+    Rule(ReasonCode.CARD_NUMA_MISMATCH, Kind.MATCH, _numa),
+    Rule(ReasonCode.CARD_UNHEALTHY, Kind.STATE, lambda v, _: ~v.healthy),
+    Rule(
+        ReasonCode.CARD_EXCLUSIVELY_HELD,
+        Kind.STATE,
+        limit=Limit("exclusive", lambda v: v.exclusive.astype(np.int64), lambda v, _: 0, lambda v, _: 0),
+    ),
+    Rule(ReasonCode.CARD_SPLIT_EXHAUSTED, Kind.STATE, limit=Limit("sharers", lambda v: v.sharers,
+                                                                   lambda v, _: 1, lambda v, _: v.split)),
+    Rule(ReasonCode.CARD_PARTITION_UNAVAILABLE, Kind.ROUND, _refused),
+    Rule(
+        ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE,
+        Kind.FIT,
+        limit=Limit("sharers", lambda v: v.sharers, lambda v, d: 0, lambda v, d: np.where(d.exclusive, 0, UNLIMITED)),
+    ),
+    Rule(ReasonCode.CARD_INSUFFICIENT_MEMORY, Kind.FIT, limit=Limit("memory", lambda v: v.mem_used,
+                                                                     lambda v, d: d.memory, lambda v, d: v.mem_cap)),
+    Rule(ReasonCode.CARD_INSUFFICIENT_CORE, Kind.FIT, limit=Limit("cores", lambda v: v.cores_used,
+                                                                   lambda v, d: d.cores, lambda v, d: v.core_cap)),
+)
+"""What one device must satisfy to take one part of a request."""
+
+
+def _host(view: ColumnView, demand: HostDemand) -> BoolArray:
+    return ~view.node_ok  # type: ignore[no-any-return]
+
+
+NODE_RULES: tuple[Rule, ...] = (
+    Rule(ReasonCode.NODE_UNSCHEDULABLE, Kind.STATE, _host),
+    Rule(ReasonCode.NODE_INSUFFICIENT_CPU, Kind.FIT, limit=Limit("host_cpu_milli", lambda v: v.node_cpu_used,
+                                                                  lambda v, d: d.cpu_milli,
+                                                                  lambda v, d: v.node_cpu_total)),
+    Rule(ReasonCode.NODE_INSUFFICIENT_MEMORY, Kind.FIT, limit=Limit("host_memory_mib", lambda v: v.node_mem_used,
+                                                                     lambda v, d: d.memory_mib,
+                                                                     lambda v, d: v.node_mem_total)),
+)
+"""What the node hosting (a process of) a request must satisfy."""
+
+
+def rules_of(table: Sequence[Rule], *kinds: Kind) -> tuple[Rule, ...]:
+    return tuple(r for r in table if r.kind in kinds)
+
+
+DEVICE_CODES: tuple[ReasonCode, ...] = tuple(r.code for r in DEVICE_RULES)
+"""Device reason codes in the order they are reported."""
+NODE_CODES: tuple[ReasonCode, ...] = tuple(r.code for r in NODE_RULES)
+USAGE_CODES: frozenset[ReasonCode] = frozenset(
+    r.code for r in (*DEVICE_RULES, *NODE_RULES) if r.limit is not None
+)
+"""Codes that say what others hold right now: they go away as allocations are released."""

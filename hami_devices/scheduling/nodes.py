@@ -1,0 +1,154 @@
+"""The cluster's nodes as columns: host CPU and memory, whether schedulable, labels, name order.
+
+One row per node, appended as nodes join; a node that leaves keeps its row, named
+"" and unschedulable, so device columns that point at node rows stay valid.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hami_devices.errors import InvalidRequest
+from hami_devices.rules import ColumnView
+from hami_devices.rules.columns import BoolArray, IntArray
+
+
+@dataclass
+class NodeState:
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    labels: dict[str, str]
+    devices: list[int] = field(default_factory=list)  # device rows
+    cpu_used: int = 0
+    memory_used: int = 0
+    schedulable: bool = True
+
+
+class NodeTable:
+    """The node rows; ``Tables`` adds the devices on them."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self._node_names: list[str] = []  # node row -> name ("" when removed)
+        self._node_index: dict[str, int] = {}
+        self.node_cpu_free = np.zeros(0, dtype=np.int64)
+        self.node_mem_free = np.zeros(0, dtype=np.int64)
+        self.node_cpu_total = np.zeros(0, dtype=np.int64)
+        self.node_mem_total = np.zeros(0, dtype=np.int64)
+        self.node_ok = np.zeros(0, dtype=bool)
+        # Bumped whenever anything about a node (its devices' usage or health, its host usage,
+        # whether it is schedulable) changes, so per-node work can be cached between decisions.
+        self.node_version = np.zeros(0, dtype=np.int64)
+        self._last_rows: tuple[tuple[Any, ...], IntArray] | None = None
+        self._name_rank: IntArray | None = None  # node row -> rank of its name (tie-breaks)
+        self._label_columns: dict[str, tuple[dict[str, int], IntArray]] = {}  # label key -> value ids per node
+        self.version = 0
+
+    def _refresh_node(self, node_name: str) -> None:
+        """The node's devices must be judged again (``Tables`` overrides)."""
+
+    @property
+    def node_cpu_used(self) -> IntArray:
+        return self.node_cpu_total - self.node_cpu_free
+
+    @property
+    def node_mem_used(self) -> IntArray:
+        return self.node_mem_total - self.node_mem_free
+
+    def node_view(self, at: IntArray | slice | None = None) -> ColumnView:
+        """The node columns at node rows ``at`` (default: every node row), as the node rules read them."""
+        return ColumnView(self, slice(0, len(self._node_names)) if at is None else at, self)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ nodes
+    def _add_node_row(self, name: str, cpu_milli: int, memory_mib: int, labels: Mapping[str, str] | None) -> None:
+        if name in self.nodes:
+            raise InvalidRequest("node", f"node {name!r} already in the cluster")
+        if cpu_milli < 0 or memory_mib < 0:
+            raise InvalidRequest("node", f"node {name!r}: negative CPU or memory")
+        row = len(self._node_names)
+        self._node_names.append(name)
+        self._node_index[name] = row
+        self.node_cpu_free = np.append(self.node_cpu_free, cpu_milli)
+        self.node_mem_free = np.append(self.node_mem_free, memory_mib)
+        self.node_cpu_total = np.append(self.node_cpu_total, cpu_milli)
+        self.node_mem_total = np.append(self.node_mem_total, memory_mib)
+        self.node_ok = np.append(self.node_ok, True)
+        self.node_version = np.append(self.node_version, 0)
+        self.nodes[name] = NodeState(name, cpu_milli, memory_mib, dict(labels or {}))
+        self._name_rank = None
+        self._label_columns.clear()
+
+    def _drop_node_row(self, name: str) -> None:
+        row = self._node_index.pop(name)
+        self._node_names[row] = ""
+        self.node_ok[row] = False
+        self.node_version[row] += 1
+        self._name_rank = None
+        del self.nodes[name]
+
+    def set_schedulable(self, name: str, schedulable: bool) -> None:
+        self._node(name).schedulable = schedulable
+        self.node_ok[self._node_index[name]] = schedulable
+        self.node_version[self._node_index[name]] += 1
+        self._refresh_node(name)
+        self.version += 1
+
+    def node_row(self, name: str) -> int:
+        return self._node_index[name]
+
+    def node_rows(self, names: Sequence[str]) -> IntArray:
+        """The row of each named node; -1 for a name the cluster does not know.
+
+        The last answer is kept: schedulers ask about the same list of nodes decision after decision.
+        Rows only change when nodes come or go, which changes one of the two lengths in the key.
+        """
+        key = (tuple(names), len(self._node_names), len(self.nodes))
+        if self._last_rows is not None and self._last_rows[0] == key:
+            return self._last_rows[1]
+        rows = np.fromiter(map(self._node_index.get, names, itertools.repeat(-1)), dtype=np.int64, count=len(names))
+        rows.flags.writeable = False  # shared with later callers
+        self._last_rows = (key, rows)
+        return rows
+
+    def node_name(self, row: int) -> str:
+        return self._node_names[row]
+
+    @property
+    def node_names(self) -> list[str]:
+        return self._node_names
+
+    def _node(self, name: str) -> NodeState:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise InvalidRequest("node", f"unknown node {name!r}") from None
+
+    def name_rank(self) -> IntArray:
+        """Rank of each node row's name in sorted order (removed rows rank last)."""
+        if self._name_rank is None or len(self._name_rank) != len(self._node_names):
+            order = sorted(range(len(self._node_names)), key=lambda i: (self._node_names[i] == "", self._node_names[i]))
+            rank = np.empty(len(order), dtype=np.int64)
+            rank[order] = np.arange(len(order))
+            self._name_rank = rank
+        return self._name_rank
+
+    def label_matches(self, key: str, value: str) -> BoolArray:
+        """Per node row: does the node carry label ``key`` with ``value``?  (An array per key, kept.)"""
+        column = self._label_columns.get(key)
+        if column is None:
+            ids: dict[str, int] = {}
+            values = np.full(len(self._node_names), -1, dtype=np.int64)
+            for row, name in enumerate(self._node_names):
+                state = self.nodes.get(name)
+                if state is not None and key in state.labels:
+                    values[row] = ids.setdefault(state.labels[key], len(ids))
+            column = self._label_columns[key] = (ids, values)
+        ids, values = column
+        return values == ids.get(value, -2)  # type: ignore[no-any-return]
+
