@@ -49,7 +49,7 @@ from hami_devices.queueing.prefilter import fits_any
 from hami_devices.queueing.resources import Resources, Vector
 from hami_devices.queueing.spec import QueueFile, load_queues
 from hami_devices.queueing.tasks import Task, TaskState
-from hami_devices.queueing.tree import QueueTree
+from hami_devices.queueing.tree import QueueTree, exceeds
 from hami_devices.queueing.victims import MAX_NODES, Choice
 from hami_devices.scheduling.engine import Engine, Placement
 
@@ -524,7 +524,7 @@ class AdmissionLoop:
         tree, res = self.tree, self.resources
         over = set()
         for q in tree.nodes[task.queue].path:
-            over.update(np.flatnonzero(tree.usage[q] + charge > tree.limit[q] + 1e-9).tolist())
+            over.update(np.flatnonzero(exceeds(tree.usage[q] + charge, tree.limit[q])).tolist())
         if not over or any(res.parsed[k].scope is None for k in over):
             return None
         vendors: list[str] = []

@@ -21,7 +21,7 @@ from hami_devices.queueing.events import EvictionReason
 from hami_devices.queueing.footprints import Footprints
 from hami_devices.queueing.resources import Resources, Vector
 from hami_devices.queueing.tasks import Task
-from hami_devices.queueing.tree import QueueTree
+from hami_devices.queueing.tree import EPS, QueueTree
 from hami_devices.queueing.victims import Candidate, Choice, search
 from hami_devices.scheduling.engine import Engine
 
@@ -116,17 +116,17 @@ class EvictionPlanner:
         spare = np.maximum(tree.capacity[keys] - tree.guarantee[tops][:, keys].sum(axis=0), 0.0)
         spare = np.where(np.isfinite(spare), spare, 0.0)
         leaves = [leaf for leaf, running in self.running.items() if running]
-        borrowing = [q for q in leaves if (tree.usage[q][keys] > tree.guarantee[q][keys] + 1e-9).any()]
+        borrowing = [q for q in leaves if tree.borrowing(q)[keys].any()]
         weights = sum(float(tree.weight[q]) for q in borrowing) or 1.0
         slot_of = self.footprints.slot_of
         for leaf in leaves:
-            room = tree.guarantee[leaf][keys] + 1e-9
+            room = tree.guarantee[leaf][keys] + EPS
             if leaf in borrowing:
                 room = room + spare * float(tree.weight[leaf]) / weights
             used = np.zeros(room.size)
             for task in sorted(self.running[leaf].values(), key=lambda t: (t.started_at or 0.0, t.seq)):
                 used += task.charge[keys]
-                if (used > room).any():
+                if (used > room).any():  # room includes the rounding allowance
                     break
                 if task.name in slot_of:
                     nominal[slot_of[task.name]] = True

@@ -149,9 +149,7 @@ def exact_ok(tree: QueueTree, rule: Rule, task: Task, charge: Vector, victims: S
         return False
     if rule.reason == EvictionReason.RECLAIM and rule.entitled_at is not None:
         a = rule.entitled_at
-        guarded = tree.guarded[a]
-        after = tree.usage[a] - removed.get(a, 0) + charge
-        return bool((after[guarded] <= tree.guarantee[a][guarded] + 1e-9).all())
+        return tree.covers(a, tree.usage[a] - removed.get(a, 0) + charge)
     if rule.reason == EvictionReason.FAIR_SHARE:
         exact = fair_share_rule(tree, task, charge)
         return exact is not None and exact.admissible(victims)

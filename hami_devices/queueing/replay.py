@@ -115,12 +115,6 @@ class ReplayReport:
         return out
 
 
-def _entitled(usage: np.ndarray, amount: np.ndarray, guarantee: np.ndarray, guarded: np.ndarray) -> bool:
-    if not guarded.any() or not (amount[guarded] > 0).any():
-        return False
-    return bool((usage[guarded] + amount[guarded] <= guarantee[guarded] + 1e-9).all())
-
-
 class _Waiting:
     """One group's waiting tasks in queue order, with their charge on the guaranteed resources."""
 

@@ -27,10 +27,24 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.queueing.resources import Resources, Vector
 from hami_devices.queueing.spec import QueueFile, QueueSpec
+
+EPS = 1e-9
+"""Amounts are floats (cores, MiB, milli-CPU summed over tasks): comparisons allow this much rounding."""
+
+
+def exceeds(amount: Vector, bound: Vector) -> npt.NDArray[np.bool_]:
+    """Per resource: ``amount`` is above ``bound`` (a limit, a guarantee).  Every queue rule compares so."""
+    return amount > bound + EPS
+
+
+def falls_short(amount: Vector, bound: Vector) -> npt.NDArray[np.bool_]:
+    """Per resource: ``amount`` is below ``bound`` (a guarantee, as a floor)."""
+    return amount < bound - EPS
 
 
 @dataclass
@@ -141,7 +155,7 @@ class QueueTree:
         """Why admitting ``amount`` to ``leaf`` would break a limit (None: it would not)."""
         for q in self.nodes[leaf].path:
             after = self.usage[q] + amount - (removed[q] if removed and q in removed else 0)
-            bad = np.flatnonzero(after > self.limit[q] + 1e-9)
+            bad = np.flatnonzero(exceeds(after, self.limit[q]))
             if bad.size:
                 k = int(bad[0])
                 return (
@@ -154,20 +168,21 @@ class QueueTree:
         """The lowest queue on ``leaf``'s path whose guarantee covers ``amount`` now (None: borrowing)."""
         for q in reversed(self.nodes[leaf].path):
             guarded = self.guarded[q]
-            if not guarded.any() or not (amount[guarded] > 0).any():
-                continue
-            if (self.usage[q][guarded] + amount[guarded] <= self.guarantee[q][guarded] + 1e-9).all():
+            if guarded.any() and (amount[guarded] > 0).any() and self.covers(q, self.usage[q] + amount):
                 return q
         return None
 
-    def within_guarantee(self, q: int, extra: Vector | None = None) -> bool:
-        guarded = self.guarded[q]
-        usage = self.usage[q] if extra is None else self.usage[q] + extra
-        return bool((usage[guarded] <= self.guarantee[q][guarded] + 1e-9).all())
+    def covers(self, q: int, usage: Vector) -> bool:
+        """Whether queue ``q``'s guarantee covers ``usage`` on every resource it guarantees."""
+        return not exceeds(usage, self.guarantee[q])[self.guarded[q]].any()
+
+    def borrowing(self, q: int) -> npt.NDArray[np.bool_]:
+        """Per resource: queue ``q`` uses more than it is guaranteed."""
+        return exceeds(self.usage[q], self.guarantee[q])
 
     def below_guarantee(self, q: int) -> list[str]:
         """Keys on which queue ``q`` uses less than its guarantee."""
-        short = self.guarded[q] & (self.usage[q] < self.guarantee[q] - 1e-9)
+        short = self.guarded[q] & falls_short(self.usage[q], self.guarantee[q])
         return [self.resources.keys[k] for k in np.flatnonzero(short)]
 
     def lca(self, a: int, b: int) -> int | None:
@@ -189,7 +204,7 @@ class QueueTree:
         """Why taking ``removed`` from queue ``q`` would take it below its guarantee (None: it would not)."""
         touched = self.guarded[q] & (removed > 0)
         after = self.usage[q] - removed
-        bad = np.flatnonzero(touched & (after < self.guarantee[q] - 1e-9))
+        bad = np.flatnonzero(touched & falls_short(after, self.guarantee[q]))
         if bad.size:
             k = int(bad[0])
             return (
@@ -227,7 +242,7 @@ class QueueTree:
             for s in siblings:
                 if s != q:
                     reserved += self.kept_back(s, everything=everything)
-        bad = np.flatnonzero((amount > 0) & (free - amount < reserved - 1e-9))
+        bad = np.flatnonzero((amount > 0) & falls_short(free - amount, reserved))
         if bad.size:
             k = int(bad[0])
             return (

@@ -103,13 +103,3 @@ class Scorer:
     def score_set(self, ctx: ScoreContext, rows: Sequence[int], device_scores: FloatArray) -> float:
         return float(np.mean(device_scores)) if len(device_scores) else 0.0
 
-
-def minmax(values: FloatArray, higher_is_better: bool = True) -> FloatArray:
-    """Scale to 0..100 over the candidates; all-equal values score 100."""
-    if values.size == 0:
-        return values
-    low, high = float(values.min()), float(values.max())
-    if high - low < 1e-12:
-        return np.full(values.shape, 100.0)
-    scaled = (values - low) / (high - low)
-    return 100.0 * (scaled if higher_is_better else 1.0 - scaled)
