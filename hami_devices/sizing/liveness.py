@@ -4,12 +4,17 @@ A tensor is allocated when the step that writes it runs and freed right after it
 last reader runs.  Parameters are resident for the whole run; graph inputs too (the
 caller holds them), and graph outputs from their step to the end (they are handed
 back).  Each step's outputs exist while its inputs are still held, so the live set of
-a step is everything allocated before it and not yet freed, plus what it writes.
+a step is everything allocated before it and not yet freed, plus what it writes,
+plus the scratch it holds while it runs (``Step.workspace``).
+
+A view (``aliases``: a reshape of a tensor, as both eager frameworks and graph
+runtimes make it) allocates nothing; it keeps the storage it views alive as long as
+it is read itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hami_devices.sizing.plan import Step
@@ -27,11 +32,18 @@ class Liveness:
         return self.peak - self.resident
 
 
-def last_readers(steps: Sequence[Step]) -> dict[str, int]:
+def storage_of(name: str, aliases: Mapping[str, str]) -> str:
+    while name in aliases:
+        name = aliases[name]
+    return name
+
+
+def last_readers(steps: Sequence[Step], aliases: Mapping[str, str] | None = None) -> dict[str, int]:
+    """The index of the last step that reads each storage (a view's reads count for what it views)."""
     last: dict[str, int] = {}
     for index, step in enumerate(steps):
         for name in step.reads:
-            last[name] = index
+            last[storage_of(name, aliases or {})] = index
     return last
 
 
@@ -40,6 +52,7 @@ def peak_live(
     size: Callable[[str], int],
     resident: Iterable[str],
     kept: Iterable[str] = (),
+    aliases: Mapping[str, str] | None = None,
 ) -> Liveness:
     """The peak of ``resident`` plus the live transient tensors over ``steps`` (see the module doc).
 
@@ -47,19 +60,20 @@ def peak_live(
     """
     held = set(resident)
     base = sum(size(n) for n in held)
-    never_free = set(kept)
-    last = last_readers(steps)
+    aliases = aliases or {}
+    never_free = {storage_of(n, aliases) for n in kept}
+    last = last_readers(steps, aliases)
     live: dict[str, int] = {}
     current = base
     best, best_step, best_live = base, 0, ()
     for index, step in enumerate(steps):
         for name in step.writes:
-            if name not in held and name not in live:
+            if name not in held and name not in live and name not in aliases:
                 live[name] = size(name)
                 current += live[name]
-        if current > best:
-            best, best_step, best_live = current, index, tuple(live)
-        for name in {*step.reads, *step.writes}:
+        if current + step.workspace > best:
+            best, best_step, best_live = current + step.workspace, index, tuple(live)
+        for name in {storage_of(n, aliases) for n in (*step.reads, *step.writes)}:
             if name in live and name not in never_free and last.get(name, -1) <= index:
                 current -= live.pop(name)
     return Liveness(base, best, best_step, best_live)

@@ -46,6 +46,7 @@ def measure_onnxruntime(model: Any, feeds: Mapping[str, Any], *, threads: int = 
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.enable_mem_pattern = False
+        options.enable_mem_reuse = False
         options.enable_cpu_mem_arena = True
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

@@ -76,7 +76,7 @@ class MemoryEstimate:
 def inference_liveness(plan: PrecisionPlan) -> Liveness:
     graph = plan.graph
     resident = [t.name for t in graph.tensors.values() if t.role in ("param", "input")]
-    return peak_live(plan.steps, plan.tensor_bytes, resident, kept=graph.outputs)
+    return peak_live(plan.steps, plan.tensor_bytes, resident, kept=graph.outputs, aliases=plan.aliases)
 
 
 def _weight_bytes(plan: PrecisionPlan) -> int:

@@ -30,6 +30,7 @@ from hami_devices.sizing.graph import ModelGraph
 from hami_devices.sizing.oplists import OpClass
 
 LowPrecision = Literal["fp32", "bf16", "fp16"]
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})  # outputs share their input's storage
 WIDTH = {"fp16": 0, "bf16": 1, "fp32": 2}  # bf16 has fp32's exponent: the wider of the two 16-bit formats
 ONNX_FLOAT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 STORED_AS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp32"}
@@ -44,6 +45,21 @@ class Step:
     precision: str
     reads: tuple[str, ...]
     writes: tuple[str, ...]
+    workspace: int = 0  # bytes the operator holds only while it runs
+
+
+def workspace_bytes(graph: ModelGraph, op_index: int, precision: str) -> int:
+    """Scratch an operator needs while it runs: a recurrent layer projects its whole input sequence onto
+    the gates in one product before stepping through time (cuDNN and onnxruntime both do), and holds it."""
+    op = graph.ops[op_index]
+    if op.op_type not in ("LSTM", "GRU", "RNN") or len(op.inputs) < 2:
+        return 0
+    x, w = graph.tensors[op.inputs[0]].shape, graph.tensors[op.inputs[1]].shape
+    if len(x) != 3 or len(w) != 3:
+        return 0
+    seq, batch, _ = x
+    directions, gates_hidden, _ = w
+    return int(seq * batch * directions * gates_hidden * PRECISION_BYTES[precision])
 
 
 @dataclass
@@ -54,6 +70,7 @@ class PrecisionPlan:
     stored: dict[str, str]  # floating tensor (graph's or a cast's) -> precision
     steps: list[Step]
     cast_of: dict[tuple[str, str], str]  # (tensor, precision) -> the cast's output
+    aliases: dict[str, str]  # a view's output -> the tensor it views
 
     def tensor_bytes(self, name: str) -> int:
         """Bytes of tensor ``name`` as this plan stores it (a cast output's size is its source's)."""
@@ -121,6 +138,7 @@ def plan_graph(graph: ModelGraph, low: str) -> PrecisionPlan:
 
     steps: list[Step] = []
     cast_of: dict[tuple[str, str], str] = {}
+    aliases: dict[str, str] = {}
     for index, op in enumerate(graph.ops):
         run = op_precision[index]
         for name in op.uses:
@@ -130,8 +148,10 @@ def plan_graph(graph: ModelGraph, low: str) -> PrecisionPlan:
                 stored[cast] = run
                 steps.append(Step(f"cast {name} to {run}", -1, run, (name,), (cast,)))
         reads = tuple(cast_of.get((n, run), n) for n in op.uses)
-        steps.append(Step(op.name, index, run, reads, op.outputs))
-    return PrecisionPlan(graph, low, op_precision, stored, steps, cast_of)  # type: ignore[arg-type]
+        steps.append(Step(op.name, index, run, reads, op.outputs, workspace_bytes(graph, index, run)))
+        if op.op_type in VIEW_OPS and tensors[op.inputs[0]].role == "activation":
+            aliases[op.outputs[0]] = reads[0]
+    return PrecisionPlan(graph, low, op_precision, stored, steps, cast_of, aliases)  # type: ignore[arg-type]
 
 
 def choose_low(traits: DeviceTraits | None, task: str = "inference") -> LowPrecision:
