@@ -50,8 +50,9 @@ def op_flops(
     if op_type in ("LSTM", "GRU", "RNN") and w is not None and len(x) == 3 and len(w) == 3:
         seq, batch, features = x
         directions, gates_hidden, _ = w
-        hidden = int(attrs.get("hidden_size", 0) or 0)  # type: ignore[call-overload]
-        return 2.0 * seq * batch * directions * gates_hidden * (features + hidden)
+        hidden = attrs.get("hidden_size", 0)
+        hidden = hidden if isinstance(hidden, int) else 0
+        return float(2.0 * seq * batch * directions * gates_hidden * (features + hidden))
     if op_type == "Einsum":
         equation = attrs.get("equation", "")
         if isinstance(equation, bytes):

@@ -65,7 +65,8 @@ def peak_live(
     last = last_readers(steps, aliases)
     live: dict[str, int] = {}
     current = base
-    best, best_step, best_live = base, 0, ()
+    best, best_step = base, 0
+    best_live: tuple[str, ...] = ()
     for index, step in enumerate(steps):
         for name in step.writes:
             if name not in held and name not in live and name not in aliases:

@@ -158,7 +158,7 @@ def choose_low(traits: DeviceTraits | None, task: str = "inference") -> LowPreci
     """The precision a device's plan lowers to (see the module doc)."""
     if traits is None:
         return "fp32"
-    rates = {p: traits.peak_tflops.get(p, 0.0) for p in ("bf16", "fp16")}  # type: ignore[call-overload]
+    rates = {p: traits.peak_tflops.get(p, 0.0) for p in ("bf16", "fp16")}
     best = max(rates.values())
     if best <= 0:
         return "fp32"

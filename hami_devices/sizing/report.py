@@ -108,6 +108,7 @@ def size_graph(
     """Plan and size ``graph`` (``precision`` forces the plan's lowered precision)."""
     if headroom < 0:
         raise InvalidRequest("headroom", f"must be zero or more, got {headroom}")
+    low: str
     if precision is None:
         low = choose_low(device, task) if device is not None else "fp16"
     else:
