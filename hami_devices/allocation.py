@@ -40,6 +40,7 @@ from hami_devices.scheduling import mix as mixes
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
 from hami_devices.scheduling.policies import Policy, configured_policies, resolve_policy
+from hami_devices.sizing.reference import plan_environments
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -251,6 +252,9 @@ def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> Dev
             group_key(node, vendor): adapters[vendor].environment(grants, regions.get(group_key(node, vendor)))
             for (node, vendor), grants in prepared.items()
         }
+        if any(part.model_ref is not None for part in handle.request.parts):  # HAMI_PRECISION_PLAN
+            for key, plan in plan_environments(handle).items():
+                environments[key] = {**environments.get(key, {}), **plan}
     except BaseException:
         for (_, vendor), grants in prepared.items():
             adapters[vendor].teardown(grants)

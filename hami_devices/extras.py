@@ -23,6 +23,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "kubernetes_validate": "kubernetes",
     "cel": "kubernetes",
     "ray": "ray",
+    "onnx": "precision",
+    "onnxruntime": "precision",
 }
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hami_devices import limiter
 from hami_devices.models import DeviceHandle, Grant
+from hami_devices.sizing.reference import remove_plans
 
 if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
@@ -43,8 +44,10 @@ def create_region(adapter: VendorAdapter, handle_id: str, grants: Sequence[Grant
 
 
 def remove_regions(handle: DeviceHandle) -> None:
+    """The allocation's limiter regions, and the precision plans written beside them."""
     for path in handle.regions.values():
         Path(path).unlink(missing_ok=True)
+    remove_plans(handle.environments)
 
 
 def limiter_environment(adapter: VendorAdapter, grants: Sequence[Grant], region_path: str | None) -> dict[str, str]:

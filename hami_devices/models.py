@@ -169,6 +169,21 @@ class DeviceInfo(HamiModel):
         return self.health == Health.HEALTHY
 
 
+class ModelReference(HamiModel):
+    """A model file that sizes a part in place of ``memory_mib`` (``hami_devices.sizing``, the [precision] extra).
+
+    Resolved once, when the part is built: ``memory_mib`` is then the request figure of the model's
+    mixed-precision plan (the part's ``precision`` forces the plan's precision), and travels with it.
+    """
+
+    path: str = Field(min_length=1, description="an ONNX model file")
+    batch: int = Field(default=1, ge=1)
+    task: Literal["inference", "training"] = "inference"
+    optimizer: Literal["adam", "sgd-momentum", "sgd"] = "adam"
+    headroom: float = Field(default=0.2, ge=0, le=4)
+    memory_mib: int | None = Field(default=None, gt=0, description="the figure it resolved to")
+
+
 class RequestPart(HamiModel):
     """One tier of a request: ``count`` devices, each granted this share."""
 
@@ -186,12 +201,26 @@ class RequestPart(HamiModel):
     partition: str | None = Field(default=None, description="a profile name, or 'auto' for the smallest that fits")
     precision: Precision | None = None
     numa_node: int | None = Field(default=None, ge=0)
+    model_ref: ModelReference | None = Field(default=None, description="size the part from a model (sizing)")
 
     @model_validator(mode="after")
     def _one_memory_form(self) -> Self:
         if self.memory_mib is not None and self.memory_percent is not None:
             raise ValueError("give memory_mib or memory_percent, not both")
+        if self.model_ref is not None:
+            self._size_from_model(self.model_ref)
         return self
+
+    def _size_from_model(self, ref: ModelReference) -> None:
+        if self.memory_percent is not None or (self.memory_mib is not None and self.memory_mib != ref.memory_mib):
+            raise ValueError("model_ref sizes the part: give no memory_mib or memory_percent with it")
+        if ref.memory_mib is None:
+            # the one place a reference becomes a figure, before any engine sees the part; sizing needs the
+            # [precision] extra (onnx), so it is imported only when a part names a model
+            from hami_devices.sizing.reference import resolve_memory
+
+            ref.memory_mib = resolve_memory(ref, self.precision)
+        self.__dict__["memory_mib"] = ref.memory_mib  # not by assignment: that would validate again
 
     @property
     def exclusive(self) -> bool:

@@ -30,7 +30,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 quietly .venv/bin/python -m pip install --upgrade pip setuptools wheel cffi
-quietly .venv/bin/python -m pip install -e '.[test,kubernetes,ray,observability]'
+quietly .venv/bin/python -m pip install -e '.[test,kubernetes,ray,observability,precision]'
 # earlier versions of this script installed the example plugin here: take it out of the user's environment
 if .venv/bin/python -m pip show -q hami-example-accel >/dev/null 2>&1; then
     quietly .venv/bin/python -m pip uninstall -y hami-example-accel

@@ -20,6 +20,7 @@ VERB_MODULES = (
     "monitor",
     "allocations",
     "schedule",
+    "size",
     "simulate",
     "config",
     "conformance",
