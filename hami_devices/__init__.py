@@ -50,10 +50,12 @@ from hami_devices.models import (
     Grant,
     Health,
     Metrics,
+    ModelReference,
     PartitionProfile,
     RequestPart,
     ResourceRequest,
     TaskType,
+    use_model_sizer,
 )
 from hami_devices.registry import load_vendors
 from hami_devices.rounding import DefaultRule, GrantRule
@@ -119,8 +121,16 @@ def _release(ledger: Ledger, handle: DeviceHandle | str, adapters: Mapping[str, 
     return release_from(ledger, handle, adapters)
 
 
-# Device.allocate/release reach the allocator through the package, which loads it on first use.
+def _size_model(ref: ModelReference, precision: str | None) -> int:
+    from hami_devices.sizing.reference import resolve_memory  # needs the [precision] extra: loaded on use
+
+    return resolve_memory(ref, precision)
+
+
+# Device.allocate/release reach the allocator through the package, which loads it on first use;
+# a model-sized request part reaches the sizing layer the same way.
 use_allocator(_allocate, _release)
+use_model_sizer(_size_model)
 
 __all__ = [
     "NOT_AVAILABLE",

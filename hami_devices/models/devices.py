@@ -1,0 +1,81 @@
+"""Static facts of devices: health, the spec-sheet traits of a model, partition profiles, one device."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from hami_devices.models.base import HamiModel, Precision
+
+
+class Health(StrEnum):
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+
+
+class Interconnect(HamiModel):
+    """The device-to-device link a model offers (NVLink, HCCS, MLU-Link, or PCIe only)."""
+
+    kind: str
+    bandwidth_gbps: float = Field(ge=0, description="aggregate GB/s per device")
+
+
+class DeviceTraits(HamiModel):
+    """Spec-sheet facts of one accelerator model, from the shipped catalog."""
+
+    vendor: str
+    model: str
+    generation: str
+    year: int
+    memory_mib: int = Field(gt=0)
+    memory_bandwidth_gbps: float = Field(gt=0)
+    peak_tflops: dict[Precision, float] = Field(
+        description="dense peak per precision; a precision absent here is unsupported"
+    )
+    interconnect: Interconnect
+    tdp_watts: float = Field(gt=0)
+    relative_cost: float = Field(gt=0, description="price index against an A100-80GB = 1.0")
+    aliases: list[str] = Field(default_factory=list)
+    notes: str | None = None
+
+    def supports(self, precision: str) -> bool:
+        return bool(self.peak_tflops.get(precision, 0.0) > 0)  # type: ignore[call-overload]
+
+
+class PartitionProfile(HamiModel):
+    """One way a vendor can carve a device: MIG profile, vNPU template, sMLU profile."""
+
+    name: str
+    memory_mib: int = Field(gt=0)
+    cores: int = Field(ge=1, le=100, description="compute share in percent of the whole device")
+    native: dict[str, int] = Field(default_factory=dict, description="vendor units, e.g. {'aicore': 2}")
+    max_instances: int = Field(ge=1)
+    placements: list[int] = Field(default_factory=list, description="valid start slots, where the vendor has them")
+
+
+class DeviceInfo(HamiModel):
+    """Static facts of one physical device on one node."""
+
+    uuid: str = Field(min_length=1)
+    index: int = Field(ge=0)
+    vendor: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    node: str = "localhost"
+    memory_mib: int = Field(gt=0)
+    numa_node: int | None = None
+    pci_bus_id: str | None = None
+    health: Health = Health.HEALTHY
+    health_reason: str | None = None
+    native_compute_units: dict[str, int] = Field(default_factory=dict)
+    partitions: list[PartitionProfile] = Field(default_factory=list)
+    split_count: int = Field(default=10, ge=1)
+    traits: DeviceTraits | None = None
+    topology: dict[str, int] = Field(
+        default_factory=dict, description="pair score 0..100 to each other device uuid on the node"
+    )
+    attributes: dict[str, str] = Field(default_factory=dict, description="vendor extras (driver, MIG mode ...)")
+
+    @property
+    def healthy(self) -> bool:
+        return self.health == Health.HEALTHY

@@ -1,0 +1,49 @@
+"""Readings: a device's figures and each allocation's live usage (``"n/a"`` where a device cannot say)."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import Field
+
+from hami_devices.models.base import NOT_AVAILABLE, HamiModel, MetricValue
+from hami_devices.models.devices import Health
+
+
+class ProcessUsage(HamiModel):
+    pid: int
+    memory_used_mib: MetricValue
+    utilization_pct: MetricValue = NOT_AVAILABLE
+
+
+class AllocationUsage(HamiModel):
+    """One allocation's grant on one device, with the live usage the limiter records."""
+
+    handle_id: str
+    memory_limit_mib: int
+    cores_limit: int
+    metadata: dict[str, str] = Field(default_factory=dict, description="the allocation's workload identity")
+    memory_used_mib: MetricValue = NOT_AVAILABLE
+    utilization_pct: MetricValue = NOT_AVAILABLE
+    processes: list[ProcessUsage] = Field(default_factory=list)
+
+
+class Metrics(HamiModel):
+    """Device-wide figures plus each allocation's usage.  ``"n/a"`` means not reportable."""
+
+    uuid: str
+    vendor: str
+    model: str
+    timestamp: float = Field(default_factory=time.time)
+    health: Health
+    memory_total_mib: int
+    memory_used_mib: MetricValue
+    utilization_pct: MetricValue
+    temperature_c: MetricValue
+    power_w: MetricValue
+    allocated_memory_mib: int = 0
+    allocated_cores: int = 0
+    sharers: int = 0
+    allocations: list[AllocationUsage] = Field(default_factory=list)
+    processes: list[ProcessUsage] = Field(default_factory=list)
+    extra: dict[str, MetricValue] = Field(default_factory=dict)

@@ -1,0 +1,146 @@
+"""What a task asks for: one or more parts, placed together or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, Literal, Self
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from hami_devices.models.base import HamiModel, Precision
+
+
+class TaskType(StrEnum):
+    TRAINING = "training"
+    INFERENCE = "inference"
+    BATCH = "batch"
+    INTERACTIVE = "interactive"
+
+
+ModelSizer = Callable[["ModelReference", "str | None"], int]
+
+
+class _Sizer:
+    size: ModelSizer | None = None
+
+
+_SIZER = _Sizer()
+
+
+def use_model_sizer(size: ModelSizer) -> None:
+    """Resolve ``model_ref`` parts with ``size`` (``hami_devices`` installs ``sizing.reference.resolve_memory``;
+    the models never import the sizing layer above them)."""
+    _SIZER.size = size
+
+
+class ModelReference(HamiModel):
+    """A model file that sizes a part in place of ``memory_mib`` (``hami_devices.sizing``, the [precision] extra).
+
+    Resolved once, when the part is built: ``memory_mib`` is then the request figure of the model's
+    mixed-precision plan (the part's ``precision`` forces the plan's precision), and travels with it.
+    """
+
+    path: str = Field(min_length=1, description="an ONNX model file")
+    batch: int = Field(default=1, ge=1)
+    task: Literal["inference", "training"] = "inference"
+    optimizer: Literal["adam", "sgd-momentum", "sgd"] = "adam"
+    headroom: float = Field(default=0.2, ge=0, le=4)
+    memory_mib: int | None = Field(default=None, gt=0, description="the figure it resolved to")
+
+
+class RequestPart(HamiModel):
+    """One tier of a request: ``count`` devices, each granted this share."""
+
+    name: str | None = None
+    count: int = Field(default=1, ge=1, le=64)
+    memory_mib: int | None = Field(default=None, gt=0)
+    memory_percent: float | None = Field(default=None, gt=0, le=100)
+    cores: int = Field(default=0, ge=0, le=100, description="percent of one device; 100 = exclusive")
+    vendors: list[str] = Field(default_factory=list)
+    exclude_vendors: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    exclude_models: list[str] = Field(default_factory=list)
+    uuids: list[str] = Field(default_factory=list)
+    exclude_uuids: list[str] = Field(default_factory=list)
+    partition: str | None = Field(default=None, description="a profile name, or 'auto' for the smallest that fits")
+    precision: Precision | None = None
+    numa_node: int | None = Field(default=None, ge=0)
+    model_ref: ModelReference | None = Field(default=None, description="size the part from a model (sizing)")
+
+    @model_validator(mode="after")
+    def _one_memory_form(self) -> Self:
+        if self.memory_mib is not None and self.memory_percent is not None:
+            raise ValueError("give memory_mib or memory_percent, not both")
+        if self.model_ref is not None:
+            self._size_from_model(self.model_ref)
+        return self
+
+    def _size_from_model(self, ref: ModelReference) -> None:
+        if self.memory_percent is not None or (self.memory_mib is not None and self.memory_mib != ref.memory_mib):
+            raise ValueError("model_ref sizes the part: give no memory_mib or memory_percent with it")
+        if ref.memory_mib is None:
+            # the one place a reference becomes a figure, before any engine sees the part
+            if _SIZER.size is None:
+                raise ValueError("model_ref needs the model sizer: import hami_devices (the [precision] extra)")
+            ref.memory_mib = _SIZER.size(ref, self.precision)
+        self.__dict__["memory_mib"] = ref.memory_mib  # not by assignment: that would validate again
+
+    @property
+    def exclusive(self) -> bool:
+        return self.cores >= 100
+
+    def memory_for(self, device_memory_mib: int) -> int:
+        """The MiB this part needs on a device of ``device_memory_mib``."""
+        if self.memory_mib is not None:
+            return self.memory_mib
+        percent = 100.0 if self.memory_percent is None else self.memory_percent
+        return max(1, int(device_memory_mib * percent / 100.0))
+
+
+class ResourceRequest(HamiModel):
+    """What a task asks for: one or more parts, placed together or not at all."""
+
+    name: str | None = None
+    task_type: TaskType = TaskType.BATCH
+    # Host resources come before the parts so that the parts' check can see them.
+    host_cpu_milli: int = Field(default=0, ge=0)
+    host_memory_mib: int = Field(default=0, ge=0)
+    parts: list[RequestPart] = Field(
+        default_factory=list,
+        validate_default=True,
+        description="device parts; none for a task that needs host CPU and memory only",
+    )
+    same_node: bool = True
+    topology: Literal["none", "preferred", "required"] = "none"
+    latency_slo_ms: float | None = Field(default=None, gt=0)
+    priority: int = Field(default=0, description="higher wins; only priority preemption inside a queue reads it")
+    preemptible: bool = Field(
+        default=False,
+        description="interruptible: the scheduler may evict the task (reclaim, priority or fair-share preemption)",
+    )
+    recomputable: bool = Field(
+        default=True,
+        description="an evicted task can be run again from its start or last checkpoint, losing only compute time "
+        "(the queue loop requeues it); false: an eviction loses what cannot be redone, so such a task is evicted "
+        "only when no recomputable choice exists, and is not requeued. Read only when preemptible is true",
+    )
+    queue: str = "default"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("parts")
+    @classmethod
+    def _asks_for_something(cls, parts: list[RequestPart], info: ValidationInfo) -> list[RequestPart]:
+        if not parts and not (info.data.get("host_cpu_milli") or info.data.get("host_memory_mib")):
+            raise ValueError("a request needs at least one part, or host_cpu_milli / host_memory_mib")
+        return parts
+
+    @property
+    def device_count(self) -> int:
+        return sum(p.count for p in self.parts)
+
+    @classmethod
+    def single(cls, **part: Any) -> ResourceRequest:
+        """Shorthand for a one-part request; top-level keys go to the request."""
+        top = {k: part.pop(k) for k in list(part) if k in cls.model_fields and k != "parts"}
+        return cls(parts=[RequestPart(**part)], **top)
