@@ -31,102 +31,32 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from hami_devices.assembly import build_engine
-from hami_devices.errors import HamiError, InvalidRequest
+from hami_devices.config import HamiConfig, load_config
+from hami_devices.errors import InvalidRequest
+from hami_devices.inventory import Inventory
 from hami_devices.models import ResourceRequest
-from hami_devices.queueing.events import Event, EventBus, EventKind, EvictionReason, Listener, WaitReason
-from hami_devices.queueing.footprints import Footprints
-from hami_devices.queueing.planner import EvictionPlanner, Planned
-from hami_devices.queueing.preemption import Rule
+from hami_devices.queueing.admission import judge_quota
+from hami_devices.queueing.events import Event, EventKind, WaitReason
+from hami_devices.queueing.evictions import Evictions, PreemptionPlan
 from hami_devices.queueing.prefilter import fits_any
-from hami_devices.queueing.resources import Resources, Vector
-from hami_devices.queueing.spec import QueueFile, load_queues
+from hami_devices.queueing.spec import QueueFile
+from hami_devices.queueing.state import Counters
 from hami_devices.queueing.tasks import Task, TaskState
-from hami_devices.queueing.tree import QueueTree, exceeds
-from hami_devices.queueing.victims import MAX_NODES, Choice
-from hami_devices.scheduling.engine import Engine, Placement
 
-if TYPE_CHECKING:
-    from hami_devices.config import HamiConfig
-    from hami_devices.inventory import Inventory
+__all__ = ["MAX_PASSES", "AdmissionLoop", "Counters", "PreemptionPlan"]
 
 MAX_PASSES = 64  # a tick's passes; each pass after the first follows evictions, which cannot repeat forever
 
 
-@dataclass
-class PreemptionPlan:
-    """What admitting a request would take: the victims, why, and the placement once they are gone."""
-
-    reason: EvictionReason | None  # None: it fits without evicting anything
-    victims: list[str]
-    placement: Placement
-    details: dict[str, str] = field(default_factory=dict)  # victim -> the readable why
-
-
-@dataclass
-class Counters:
-    attempts: int = 0
-    engine_calls: int = 0
-    skipped_identical: int = 0  # group heads known not to fit (no engine call)
-    victim_searches: int = 0
-    admitted: int = 0
-    evicted: int = 0
-    passes: int = 0
-
-
-class AdmissionLoop:
-    def __init__(
-        self,
-        engine: Engine,
-        queues: QueueFile | str | Path,
-        *,
-        preemptive: bool = True,
-        requeue: bool = True,
-        clock: Callable[[], float] = time.time,
-        max_nodes: int = MAX_NODES,
-        keep_events: int | None = 100_000,
-        record_timings: bool = False,
-    ) -> None:
-        source = None
-        if not isinstance(queues, QueueFile):
-            source = str(queues)
-            queues = load_queues(queues)
-        self.engine = engine
-        self.cluster = engine.cluster
-        self.resources = Resources(QueueTree.collect_keys(queues), queues.classes, self.cluster, source=source)
-        self.tree = QueueTree(queues, self.resources)
-        self.preemptive = preemptive
-        self.requeue = requeue
-        self.max_nodes = max_nodes
-        self._clock = clock
-        self.bus = EventBus(keep_events)
-        self.tasks: dict[str, Task] = {}
-        self._groups: dict[int, dict[str, list[Task]]] = {n.index: {} for n in self.tree if n.leaf}
-        self._running: dict[int, dict[str, Task]] = {n.index: {} for n in self.tree if n.leaf}
-        self._footprints = Footprints(self.cluster, self.running)
-        self._planner = EvictionPlanner(engine, self.tree, self.resources, self._footprints, self._running, max_nodes)
-        self._seq = itertools.count()
-        # "Did not fit" memo: a shape that did not fit can only fit once capacity is freed, and only on
-        # the nodes where it was.  The loop logs the nodes it frees; ``_epoch`` bumps when the cluster
-        # changed in ways the loop did not see (then every memo is void).
-        self._epoch = 0
-        self._freed: list[int] = []  # node rows freed by the loop, in order
-        self._nofit: dict[str, tuple[int, int]] = {}  # shape -> (epoch, len(_freed)) when it last did not fit
-        self._nopreempt: dict[str, tuple[int, float]] = {}  # shape -> (cluster version, valid until)
-        self._seen_version = self.cluster.version
-        # This pass: a task found no eviction the rules allow (see ``_pass``).
-        self._blocked_in_pass = False
-        self._dirty = True
-        self._wake_at = float("inf")
-        self.counters = Counters()
-        self.timings: list[float] | None = [] if record_timings else None
+class AdmissionLoop(Evictions):
+    """Tasks in queues, admitted, evicted and explained by the rules (see the module doc)."""
 
     @classmethod
     def from_config(
@@ -140,60 +70,11 @@ class AdmissionLoop:
         **options: Any,
     ) -> AdmissionLoop:
         """The engine as ``hami-devices schedule`` builds it; evictions only when ``enable-preemptive`` is on."""
-        from hami_devices.config import HamiConfig, load_config
-
         if not isinstance(config, HamiConfig):
             config = load_config(config) if config is not None else HamiConfig()
         engine = build_engine(inventory, config, policy=policy, policies=policies)
         options.setdefault("preemptive", config.scheduler.resource_allocation.enable_preemptive)
         return cls(engine, queues, **options)
-
-    # ------------------------------------------------------------------ events
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` with every event as it happens; returns a function that unsubscribes."""
-        return self.bus.subscribe(listener)
-
-    def events(self) -> Iterator[Event]:
-        """The events not yet drained, oldest first."""
-        return self.bus.drain()
-
-    def _emit(self, kind: EventKind, task: Task, now: float, **fields: Any) -> Event:
-        event = Event(kind, now, task.name, self.tree.nodes[task.queue].name, **fields)
-        self.bus.emit(event)
-        return event
-
-    # ------------------------------------------------------------------ queries
-    def task(self, name: str) -> Task:
-        try:
-            return self.tasks[name]
-        except KeyError:
-            raise InvalidRequest("task", f"unknown task {name!r}") from None
-
-    def pending(self, queue: str | None = None) -> list[Task]:
-        leaves = [self.tree.leaf(queue).index] if queue else list(self._groups)
-        out = [t for leaf in leaves for g in self._groups[leaf].values() for t in g]
-        return sorted(out, key=Task.order_key)
-
-    def running(self, queue: str | None = None) -> list[Task]:
-        leaves = [self.tree.leaf(queue).index] if queue else list(self._running)
-        return [t for leaf in leaves for t in self._running[leaf].values()]
-
-    def why_waiting(self, task: Task) -> str | None:
-        """The reason a pending task waits (a task behind an identical one waits for the same reason)."""
-        if task.state != TaskState.PENDING:
-            return None
-        if task.wait_reason:
-            return task.wait_reason
-        group = self._groups[task.queue].get(task.shape) or []
-        if group and group[0] is not task and group[0].wait_reason:
-            return f"{group[0].wait_reason} (behind {group[0].name}, an identical request)"
-        return None
-
-    def usage(self, queue: str) -> dict[str, float]:
-        return self.resources.to_dict(self.tree.usage[self.tree.by_name[queue].index], skip_zero=False)
-
-    def _now(self, now: float | None) -> float:
-        return self._clock() if now is None else float(now)
 
     # ------------------------------------------------------------------ requests
     def submit(
@@ -264,62 +145,6 @@ class AdmissionLoop:
         self._emit(kind, task, now)
         self._dirty = True
         return task
-
-    # ------------------------------------------------------------------ groups of identical requests
-    def _enqueue(self, task: Task) -> None:
-        group = self._groups[task.queue].setdefault(task.shape, [])
-        key = (task.submitted_at, task.seq)
-        if not group or (group[-1].submitted_at, group[-1].seq) <= key:
-            group.append(task)
-        else:  # a requeued victim keeps its place in line
-            i = next(i for i, t in enumerate(group) if (t.submitted_at, t.seq) > key)
-            group.insert(i, task)
-
-    def _dequeue(self, task: Task) -> None:
-        groups = self._groups[task.queue]
-        group = groups[task.shape]
-        if group and group[0] is task:
-            group.pop(0)
-        else:
-            group.remove(task)
-        if not group:
-            del groups[task.shape]
-
-    # ------------------------------------------------------------------ booking
-    def _book(self, task: Task, placement: Placement, charge: Vector, now: float) -> None:
-        booking = self.engine.book(placement)
-        placement.booking_id = booking.id
-        if task.state == TaskState.PENDING:
-            self._dequeue(task)
-        task.state = TaskState.RUNNING
-        task.placement = placement
-        task.booking_id = booking.id
-        task.charge = charge
-        task.started_at = now
-        if task.first_started_at is None:
-            task.first_started_at = now
-        task.wait_reason = None
-        self.tree.charge(task.queue, charge)
-        self._running[task.queue][task.name] = task
-        self._footprints.add(task, booking)
-        self._seen_version = self.cluster.version
-        self.counters.admitted += 1
-
-    def _unbook(self, task: Task) -> None:
-        if task.booking_id is not None and task.booking_id in self.cluster.bookings:
-            booking = self.cluster.forget(task.booking_id)
-            c = self.cluster
-            for name in {*(g.node for g in booking.grants), *(booking.host_nodes or (booking.node,))}:
-                if name in c.nodes:
-                    self._freed.append(c.node_row(name))
-        self.tree.uncharge(task.queue, task.charge)
-        del self._running[task.queue][task.name]
-        self._footprints.remove(task)
-        task.booking_id = None
-        if len(self._freed) > 200_000:  # forget the log: every memo is void
-            self._freed.clear()
-            self._epoch += 1
-        self._seen_version = self.cluster.version
 
     # ------------------------------------------------------------------ tick
     def tick(self, now: float | None = None, *, force: bool = False) -> list[Event]:
@@ -445,7 +270,7 @@ class AdmissionLoop:
                 if placement is None:
                     self._nofit[task.shape] = (self._epoch, len(self._freed))
             if placement is not None:
-                placement, charge, reason, why = self._quota(task, placement)
+                placement, charge, reason, why = judge_quota(self.tree, self.resources, self.engine, task, placement)
                 if placement is None:
                     self._wait(task, reason, why, now)
                     return False
@@ -484,165 +309,3 @@ class AdmissionLoop:
         if task.wait_reason != reason:
             task.wait_reason = str(reason)
             self._emit(EventKind.WAITING, task, now, reason=str(reason), detail=detail)
-
-    def _quota(self, task: Task, placement: Placement) -> tuple[Placement | None, Vector, str, str]:
-        """The placement's exact charge against the limits, the guarantee and the lending limits.
-
-        A placement that breaks a limit on a scoped resource only (``device-cores@big``)
-        is tried once more away from those devices.
-        """
-        charge = self.resources.of_placement(placement)
-        limit = self.tree.over_limit(task.queue, charge)
-        if limit is not None:
-            retry = self._away_from_scopes(task, charge)
-            if retry is None:
-                return None, charge, WaitReason.QUEUE_LIMIT, limit
-            placement, charge = retry
-        if self.tree.entitled_at(task.queue, charge) is not None:
-            return placement, charge, "guaranteed", ""
-        if self.tree.lends_all and task.interruptible:
-            return placement, charge, "borrowing", ""
-        free = self.tree.capacity - self.resources.used()
-        blocked = self.tree.lending_blocked(task.queue, charge, free)
-        if blocked is not None:
-            return None, charge, WaitReason.LENDING_LIMIT, f"borrowing: {blocked}"
-        if not task.interruptible:
-            blocked = self.tree.lending_blocked(task.queue, charge, free, everything=True)
-            if blocked is not None:
-                return (
-                    None,
-                    charge,
-                    WaitReason.GUARANTEES_RESERVED,
-                    (
-                        f"over its queue's guarantee and not interruptible, it may borrow only what no queue is "
-                        f"guaranteed: {blocked}"
-                    ),
-                )
-        return placement, charge, "borrowing", ""
-
-    def _away_from_scopes(self, task: Task, charge: Vector) -> tuple[Placement, Vector] | None:
-        tree, res = self.tree, self.resources
-        over = set()
-        for q in tree.nodes[task.queue].path:
-            over.update(np.flatnonzero(exceeds(tree.usage[q] + charge, tree.limit[q])).tolist())
-        if not over or any(res.parsed[k].scope is None for k in over):
-            return None
-        vendors: list[str] = []
-        models: list[str] = []
-        for k in over:
-            scope = res.parsed[k].scope or ""
-            cls = res.classes.get(scope)
-            if cls is not None:
-                (models.extend(cls.models) if cls.models else vendors.extend(cls.vendors))
-            elif "/" in scope:
-                models.append(scope.split("/", 1)[1])
-            else:
-                vendors.append(scope)
-        parts = [
-            p.model_copy(
-                update={
-                    "exclude_vendors": [*p.exclude_vendors, *vendors],
-                    "exclude_models": [*p.exclude_models, *models],
-                }
-            )
-            for p in task.request.parts
-        ]
-        placement = self.engine.try_place(task.request.model_copy(update={"parts": parts}))
-        if placement is None:
-            return None
-        charge = self.resources.of_placement(placement)
-        if tree.over_limit(task.queue, charge) is not None:
-            return None
-        placement.request = task.request
-        return placement, charge
-
-    # ------------------------------------------------------------------ evictions
-    def _plan(self, task: Task, now: float, *, remember: bool = True) -> Planned | None:
-        memo = self._nopreempt.get(task.shape)
-        if memo is not None and memo[0] == self.cluster.version and now < memo[1]:
-            return None
-        planned, wake, searches = self._planner.plan(task, now)
-        self.counters.victim_searches += searches
-        self._seen_version = self.cluster.version
-        if planned is None and remember:
-            self._nopreempt[task.shape] = (self.cluster.version, wake)
-            self._wake_at = min(self._wake_at, wake)
-        return planned
-
-    def _commit(self, task: Task, rule: Rule, choice: Choice, charge: Vector, now: float) -> None:
-        names = []
-        for victim in choice.victims:
-            why = self._planner.explain(rule, task, victim.task)
-            self._evict(victim.task, rule.reason, task, why, now)
-            names.append(victim.task.name)
-        try:
-            self._book(task, choice.placement, charge, now)
-        except HamiError:  # cannot happen while the search restores what it forgot; never leave victims dangling
-            self._dirty = True
-            raise
-        self._emit(
-            EventKind.ADMITTED,
-            task,
-            now,
-            reason=str(rule.reason),
-            nodes=tuple(choice.placement.nodes),
-            detail=f"after evicting {', '.join(names)}",
-            data={"waited_s": now - task.submitted_at, "evicted": names},
-        )
-
-    def _evict(self, victim: Task, reason: EvictionReason, by: Task, why: str, now: float) -> None:
-        lost = victim.runtime(now) * victim.device_share()
-        nodes = tuple(victim.placement.nodes) if victim.placement else ()
-        self._unbook(victim)
-        victim.evictions += 1
-        self.counters.evicted += 1
-        requeue = self.requeue and victim.recomputable
-        self._emit(
-            EventKind.EVICTED,
-            victim,
-            now,
-            reason=str(reason),
-            by=by.name,
-            detail=why,
-            nodes=nodes,
-            data={"lost_device_seconds": lost, "requeued": requeue, "by_queue": self.tree.nodes[by.queue].name},
-        )
-        victim.started_at = None  # ``placement`` stays: where it ran until it was evicted
-        if requeue:
-            victim.state = TaskState.PENDING
-            self._enqueue(victim)
-            self._emit(EventKind.REQUEUED, victim, now)
-        else:
-            victim.state = TaskState.EVICTED
-        self._dirty = True
-
-    # ------------------------------------------------------------------ for schedulers that only ask
-    def preemption_for(self, request: ResourceRequest, *, now: float | None = None) -> PreemptionPlan | None:
-        """What admitting ``request`` (to ``request.queue``) would evict, and why; changes nothing.
-
-        None when it cannot be admitted even with evictions (or over a limit).
-        For a scheduler (e.g. a kube-scheduler extender) that asks before it binds.
-        """
-        now = self._now(now)
-        leaf = self.tree.leaf(request.queue)
-        task = Task(request.name or "<request>", request, leaf.index, now, -1)
-        task.shape = "<dry-run>"
-        task.estimate = self.resources.estimate(request)
-        if self.tree.over_limit(leaf.index, task.estimate) is not None:
-            return None
-        placement = self.engine.try_place(request)
-        if placement is not None:
-            placement, _, _, _ = self._quota(task, placement)
-            return None if placement is None else PreemptionPlan(None, [], placement)
-        if not self.preemptive:
-            return None
-        planned = self._plan(task, now, remember=False)
-        if planned is None:
-            return None
-        rule, choice, _ = planned
-        return PreemptionPlan(
-            rule.reason,
-            [v.task.name for v in choice.victims],
-            choice.placement,
-            {v.task.name: self._planner.explain(rule, task, v.task) for v in choice.victims},
-        )

@@ -1,0 +1,126 @@
+"""Evictions: planning them for a task that does not fit, committing them, and the dry run for schedulers.
+
+The rules are in ``preemption``, the search in ``victims`` and ``planner``; this
+adds them to the loop: a plan is remembered per request shape until the
+cluster changes, the victims are unbooked (requeued when they can be
+recomputed) and the task is booked at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hami_devices.errors import HamiError
+from hami_devices.models import ResourceRequest
+from hami_devices.queueing.admission import judge_quota
+from hami_devices.queueing.events import EventKind, EvictionReason
+from hami_devices.queueing.planner import Planned
+from hami_devices.queueing.preemption import Rule
+from hami_devices.queueing.resources import Vector
+from hami_devices.queueing.state import LoopState
+from hami_devices.queueing.tasks import Task, TaskState
+from hami_devices.queueing.victims import Choice
+from hami_devices.scheduling.engine import Placement
+
+
+@dataclass
+class PreemptionPlan:
+    """What admitting a request would take: the victims, why, and the placement once they are gone."""
+
+    reason: EvictionReason | None  # None: it fits without evicting anything
+    victims: list[str]
+    placement: Placement
+    details: dict[str, str] = field(default_factory=dict)  # victim -> the readable why
+
+
+class Evictions(LoopState):
+    # ------------------------------------------------------------------ evictions
+    def _plan(self, task: Task, now: float, *, remember: bool = True) -> Planned | None:
+        memo = self._nopreempt.get(task.shape)
+        if memo is not None and memo[0] == self.cluster.version and now < memo[1]:
+            return None
+        planned, wake, searches = self._planner.plan(task, now)
+        self.counters.victim_searches += searches
+        self._seen_version = self.cluster.version
+        if planned is None and remember:
+            self._nopreempt[task.shape] = (self.cluster.version, wake)
+            self._wake_at = min(self._wake_at, wake)
+        return planned
+
+    def _commit(self, task: Task, rule: Rule, choice: Choice, charge: Vector, now: float) -> None:
+        names = []
+        for victim in choice.victims:
+            why = self._planner.explain(rule, task, victim.task)
+            self._evict(victim.task, rule.reason, task, why, now)
+            names.append(victim.task.name)
+        try:
+            self._book(task, choice.placement, charge, now)
+        except HamiError:  # cannot happen while the search restores what it forgot; never leave victims dangling
+            self._dirty = True
+            raise
+        self._emit(
+            EventKind.ADMITTED,
+            task,
+            now,
+            reason=str(rule.reason),
+            nodes=tuple(choice.placement.nodes),
+            detail=f"after evicting {', '.join(names)}",
+            data={"waited_s": now - task.submitted_at, "evicted": names},
+        )
+
+    def _evict(self, victim: Task, reason: EvictionReason, by: Task, why: str, now: float) -> None:
+        lost = victim.runtime(now) * victim.device_share()
+        nodes = tuple(victim.placement.nodes) if victim.placement else ()
+        self._unbook(victim)
+        victim.evictions += 1
+        self.counters.evicted += 1
+        requeue = self.requeue and victim.recomputable
+        self._emit(
+            EventKind.EVICTED,
+            victim,
+            now,
+            reason=str(reason),
+            by=by.name,
+            detail=why,
+            nodes=nodes,
+            data={"lost_device_seconds": lost, "requeued": requeue, "by_queue": self.tree.nodes[by.queue].name},
+        )
+        victim.started_at = None  # ``placement`` stays: where it ran until it was evicted
+        if requeue:
+            victim.state = TaskState.PENDING
+            self._enqueue(victim)
+            self._emit(EventKind.REQUEUED, victim, now)
+        else:
+            victim.state = TaskState.EVICTED
+        self._dirty = True
+
+    # ------------------------------------------------------------------ for schedulers that only ask
+    def preemption_for(self, request: ResourceRequest, *, now: float | None = None) -> PreemptionPlan | None:
+        """What admitting ``request`` (to ``request.queue``) would evict, and why; changes nothing.
+
+        None when it cannot be admitted even with evictions (or over a limit).
+        For a scheduler (e.g. a kube-scheduler extender) that asks before it binds.
+        """
+        now = self._now(now)
+        leaf = self.tree.leaf(request.queue)
+        task = Task(request.name or "<request>", request, leaf.index, now, -1)
+        task.shape = "<dry-run>"
+        task.estimate = self.resources.estimate(request)
+        if self.tree.over_limit(leaf.index, task.estimate) is not None:
+            return None
+        placement = self.engine.try_place(request)
+        if placement is not None:
+            placement, _, _, _ = judge_quota(self.tree, self.resources, self.engine, task, placement)
+            return None if placement is None else PreemptionPlan(None, [], placement)
+        if not self.preemptive:
+            return None
+        planned = self._plan(task, now, remember=False)
+        if planned is None:
+            return None
+        rule, choice, _ = planned
+        return PreemptionPlan(
+            rule.reason,
+            [v.task.name for v in choice.victims],
+            choice.placement,
+            {v.task.name: self._planner.explain(rule, task, v.task) for v in choice.victims},
+        )
