@@ -226,6 +226,9 @@ class AdmissionLoop(Evictions):
         def push(task: Task) -> None:
             if self._hopeless(task, now):
                 self.counters.skipped_identical += 1
+                # known to find no eviction the rules allow: as good as refused one in this pass, so an
+                # admission after it (which voids that memo) calls for another pass
+                self._blocked_in_pass |= self.preemptive
                 return
             heapq.heappush(heap, (self._key(task), next(order), task))
 

@@ -177,9 +177,43 @@ RECLAIM_AFTER_BORROW = {
 }
 
 
+def _kept(name: str, queue: str, share: int, **options: Any) -> ResourceRequest:
+    """A task whose eviction loses its work (not requeued)."""
+    return _task(name, queue, share, **options).model_copy(update={"recomputable": False})
+
+
+# A draw: t9's refused reclaim was remembered; b's admission of t8 later in the same pass voided that memo
+# (b then held enough above its guarantee), yet no second pass came.
+RECLAIM_AFTER_REMEMBERED_REFUSAL = {
+    "nodes": [2],
+    "queues": {"queues": [
+        {"name": "a", "weight": 1, "guarantee": {"device-cores": 100}, "limit": {"device-cores": 100},
+         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
+        {"name": "b", "weight": 1, "guarantee": {"device-cores": 100},
+         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
+        {"name": "c", "weight": 1, "limit": {"device-cores": 100},
+         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
+    ]},
+    "tasks": [
+        (5.0, None, _kept("t0", "a", 25)),
+        (0.0, None, _kept("t1", "b", 50)),
+        (0.0, None, _kept("t2", "b", 75, preemptible=True)),
+        (5.0, None, _kept("t3", "a", 25)),
+        (5.0, None, _kept("t4", "a", 25)),
+        (5.0, None, _kept("t5", "a", 25)),
+        (0.0, None, ResourceRequest(name="t6", queue="a", recomputable=False, parts=[RequestPart(count=2, cores=100)])),
+        (0.0, None, _kept("t7", "a", 25)),
+        (10.0, None, _kept("t8", "b", 50, priority=1, preemptible=True)),
+        (5.0, None, ResourceRequest(name="t9", queue="a", priority=1, recomputable=False,
+                                    parts=[RequestPart(count=1, cores=100)])),
+    ],
+}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 @example(RECLAIM_AFTER_BORROW)
+@example(RECLAIM_AFTER_REMEMBERED_REFUSAL)
 def test_the_loop_settles_by_the_rules(scenario: dict[str, Any]) -> None:
     state = cluster(*[(f"n{i}", "A100", k) for i, k in enumerate(scenario["nodes"])])
     loop, _ = make_loop(state, scenario["queues"])
