@@ -67,7 +67,6 @@ def _fixture(path: Path) -> None:
 def serve(ledger_path: str, allocations: int) -> None:
     """The exporter process: fill the ledger, then serve until stdin closes."""
     import hami_devices as hd
-    from hami_devices.allocation import engine_for
     from hami_devices.config import parse_config
     from hami_devices.inventory import parse_inventory
     from hami_devices.ledger import SqliteLedger
@@ -85,7 +84,7 @@ def serve(ledger_path: str, allocations: int) -> None:
     }
     devices += hd.discover(parse_inventory(inventory), config=config, ledger=ledger)
     assert len(devices) == NVML_GPUS + SIM_NODES * SIM_PER_NODE, len(devices)
-    engine = engine_for(devices, [])
+    engine = hd.Engine(hd.ClusterState.from_devices(devices))
     per_device = allocations // len(devices)
     for i in range(allocations):
         device = devices[(i // per_device) % len(devices)]

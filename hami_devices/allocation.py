@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.accounting import usage_of
 from hami_devices.adapter import VendorAdapter
 from hami_devices.assembly import configure_engine
 from hami_devices.config import HamiConfig
-from hami_devices.device import Device, use_allocator
+from hami_devices.device import FACTS, Device, use_allocator
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
@@ -58,21 +60,83 @@ def coerce_request(request: ResourceRequest | Mapping[str, Any]) -> ResourceRequ
     )
 
 
+@dataclass
+class _DeviceSet:
+    """What ``allocate`` derives from one list of devices, kept between calls (see ``device_set``)."""
+
+    devices: tuple[Device, ...]
+    facts: tuple[int, ...]  # the id of each device's info: a device whose facts changed (health) has a new one
+    generation: int  # ``device.FACTS`` when ``facts`` were last confirmed
+    ledger: Ledger
+    by_uuid: dict[str, Device]
+    adapters: dict[str, VendorAdapter]
+    engines: dict[tuple[str, str], Engine] = field(default_factory=dict)
+
+
+KEPT_DEVICE_SETS = 8
+"""Device lists whose derived state ``device_set`` keeps (least recently used dropped first)."""
+_KEPT: OrderedDict[tuple[int, ...], _DeviceSet] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+
+
+def device_set(devices: Sequence[Device]) -> _DeviceSet:
+    """The devices' ledger, their index by uuid, their adapters and engines, kept between calls.
+
+    Keyed by identity: an entry holds its devices (and its engines' cluster their facts), so while it
+    is kept no other object can take one of their ids.  A node agent that allocates from thousands of
+    devices then pays for the cluster state once, not per allocation.
+    """
+    key = tuple(map(id, devices))
+    generation = FACTS.value
+    with _KEPT_LOCK:
+        kept = _KEPT.pop(key, None)
+        if kept is not None and kept.generation != generation:
+            if kept.facts == tuple(id(d.info) for d in devices):
+                kept.generation = generation
+            else:
+                kept = None
+        if kept is None:
+            ledger = devices[0].ledger
+            if any(d.ledger is not ledger for d in devices):
+                raise InvalidRequest("devices", "devices must share one ledger to be allocated together")
+            kept = _DeviceSet(
+                tuple(devices),
+                tuple(id(d.info) for d in devices),
+                generation,
+                ledger,
+                {d.uuid: d for d in devices},
+                {d.info.vendor: d.adapter for d in devices},
+            )
+        _KEPT[key] = kept
+        while len(_KEPT) > KEPT_DEVICE_SETS:
+            _KEPT.popitem(last=False)
+    return kept
+
+
 def engine_for(
-    devices: Sequence[Device],
+    devices: Sequence[Device] | _DeviceSet,
     view: LedgerView,
     *,
     policy: Policy | str | None = None,
     policies: str | Path | None = None,
 ) -> Engine:
     """The scoring engine over ``devices`` and the ledger's allocations, with the devices' configured policy,
-    continuing from the workload mix the ledger keeps (see ``scheduling.mix``)."""
-    cluster = ClusterState.from_devices(devices, view.handles())
-    engine = configure_engine(cluster, devices[0].adapter.config, policy=policy, policies=policies)
+    continuing from the workload mix the ledger keeps (see ``scheduling.mix``).
+
+    The engine is kept with the device set and brought up to date with the ledger's allocations
+    (``ClusterState.sync``).  Call inside the ledger transaction: that serialises the engine's use.
+    """
+    kept = devices if isinstance(devices, _DeviceSet) else device_set(devices)
+    engine = kept.engines.get((str(policy), str(policies)))
+    if engine is None:
+        cluster = ClusterState.from_devices(kept.devices)
+        engine = configure_engine(cluster, kept.devices[0].adapter.config, policy=policy, policies=policies)
+        kept.engines[(str(policy), str(policies))] = engine
+    engine.cluster.sync(view.handles(), partial=True)
     if engine.learned_mix() is not None:
-        kept = mixes.load_from(view)
-        if kept is not None:
-            engine.use_learned_mix(kept)
+        learned = mixes.load_from(view)
+        if learned is not None:
+            engine.use_learned_mix(learned)
     return engine
 
 
@@ -99,10 +163,8 @@ def allocate(
     """
     if not devices:
         raise InsufficientResources("no devices to allocate from", permanent=True)
-    ledger = devices[0].ledger
-    if any(d.ledger is not ledger for d in devices):
-        raise InvalidRequest("devices", "devices must share one ledger to be allocated together")
-    adapters = {d.info.vendor: d.adapter for d in devices}
+    kept = device_set(devices)
+    ledger, adapters = kept.ledger, kept.adapters
     if not isinstance(request, Placement):
         request = coerce_request(request)
         if not request.parts:
@@ -119,7 +181,7 @@ def allocate(
             if isinstance(request, Placement):
                 _learn(view, devices[0].adapter.config, request.request, policy, policies)
             else:
-                engine = engine_for(devices, view, policy=policy, policies=policies)
+                engine = engine_for(kept, view, policy=policy, policies=policies)
                 try:
                     placement = engine.place(request)
                 except InsufficientResources as exc:
@@ -127,7 +189,7 @@ def allocate(
                 learner = engine.learned_mix()
                 if learner is not None:
                     mixes.save_to(view, learner)
-            handle = None if placement is None else _commit(view, placement, devices, adapters, identity, handle_id)
+            handle = None if placement is None else _commit(view, placement, kept, identity, handle_id)
     except InsufficientResources as refusal:  # a given placement that no longer fits
         asked = request.request if isinstance(request, Placement) else request
         _record_refusal(ledger, asked, refusal, identity)
@@ -160,25 +222,20 @@ def _learn(
 
 
 def _commit(
-    view: LedgerView,
-    placement: Placement,
-    devices: Sequence[Device],
-    adapters: Mapping[str, VendorAdapter],
-    identity: dict[str, str],
-    handle_id: str | None,
+    view: LedgerView, placement: Placement, kept: _DeviceSet, identity: dict[str, str], handle_id: str | None
 ) -> DeviceHandle:
     """Verify the placement's grants, realise them and record the handle and its event, in ``view``."""
-    grants = _verified(placement, devices, view)
+    grants = _verified(placement, kept.by_uuid, view)
     fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity)
     if handle_id is not None:
         fresh = fresh.model_copy(update={"id": handle_id})
-    handle = _realise(fresh, adapters)
+    handle = _realise(fresh, kept.adapters)
     try:
         view.add(handle)
-        memory = {d.uuid: d.info.memory_mib for d in devices if d.uuid in handle.uuids}
+        memory = {g.uuid: kept.by_uuid[g.uuid].info.memory_mib for g in handle.grants}
         view.record_event(lifecycle.granted(handle, memory, placement.policy))
     except BaseException:
-        undo_side_effects(handle, adapters)
+        undo_side_effects(handle, kept.adapters)
         raise
     return handle
 
@@ -201,10 +258,9 @@ def _record_refusal(
         log.exception("could not record the refusal event")
 
 
-def _verified(placement: Placement, devices: Sequence[Device], view: LedgerView) -> list[Grant]:
+def _verified(placement: Placement, by_uuid: Mapping[str, Device], view: LedgerView) -> list[Grant]:
     """The placement's grants, each re-derived by the one rule set on the ledger's current usage."""
     request = placement.request
-    by_uuid = {d.uuid: d for d in devices}
     per_part = [0] * len(request.parts)
     seen: set[str] = set()
     stale: dict[str, list[ReasonCode]] = {}

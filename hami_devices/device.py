@@ -23,7 +23,7 @@ from hami_devices.monitoring import DeviceReadings, HostResources, build_metrics
 if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
 
-__all__ = ["Device", "DeviceReadings", "HostResources", "use_allocator"]
+__all__ = ["FACTS", "Device", "DeviceReadings", "HostResources", "use_allocator"]
 
 Allocate = Callable[[Sequence["Device"], "ResourceRequest | Mapping[str, Any]"], DeviceHandle]
 Release = Callable[..., Any]
@@ -36,6 +36,20 @@ class _Allocator:
 
 
 _ALLOCATOR = _Allocator()
+
+
+class _Generation:
+    """Moves whenever any device's facts change, so whoever keeps state derived from devices knows when to
+    look at them again (``hami_devices.allocation`` does, per allocation)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def changed(self) -> None:
+        self.value += 1
+
+
+FACTS = _Generation()
 
 
 def use_allocator(allocate: Allocate, release: Release) -> None:
@@ -98,6 +112,7 @@ class Device(ABC):
         readings = self.read()
         if readings.health is not None and readings.health != self._info.health:
             self._info = self._info.model_copy(update={"health": readings.health})
+            FACTS.changed()
         return self._info.health
 
     def monitor(self) -> Metrics:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import Protocol
 
 
 class ReasonCode(StrEnum):
@@ -75,6 +76,15 @@ class InvalidInventory(InvalidRequest):
     """An inventory file that does not validate; ``source`` is the file."""
 
 
+class Explanation(Protocol):
+    """Reasons kept as data that is only spelled out when read (a refusal at cluster scale names thousands of
+    devices; most callers read only the counts in its message)."""
+
+    def counts(self) -> dict[ReasonCode, int]: ...
+
+    def spelled_out(self) -> dict[str, list[ReasonCode]]: ...
+
+
 class InsufficientResources(HamiError):
     """No placement satisfies the request.
 
@@ -88,34 +98,50 @@ class InsufficientResources(HamiError):
     def __init__(
         self,
         message: str,
-        reasons: Mapping[str, Sequence[ReasonCode]] | None = None,
+        reasons: Mapping[str, Sequence[ReasonCode]] | Explanation | None = None,
         *,
         permanent: bool | None = None,
         nearest: Sequence[str] = (),
     ) -> None:
-        self.reasons: dict[str, list[ReasonCode]] = {k: list(v) for k, v in (reasons or {}).items()}
+        self._explanation: Explanation | None = None
+        self._reasons: dict[str, list[ReasonCode]] | None = None
+        if reasons is not None and not isinstance(reasons, Mapping):
+            self._explanation = reasons
+        else:
+            self._reasons = {k: list(v) for k, v in (reasons or {}).items()}
         self.permanent = permanent
         self.nearest: list[str] = list(nearest)
         self.summary_message = message
         super().__init__(self._text())
 
     @property
+    def reasons(self) -> dict[str, list[ReasonCode]]:
+        if self._reasons is None:
+            assert self._explanation is not None
+            self._reasons = self._explanation.spelled_out()
+        return self._reasons
+
+    @property
     def codes(self) -> set[ReasonCode]:
-        return {code for codes in self.reasons.values() for code in codes}
+        return set(self.counts)
 
     @property
     def counts(self) -> dict[ReasonCode, int]:
         """How many devices or nodes carry each code, most frequent first."""
-        tally: dict[ReasonCode, int] = {}
-        for codes in self.reasons.values():
-            for code in codes:
-                tally[code] = tally.get(code, 0) + 1
-        return dict(sorted(tally.items(), key=lambda kv: (-kv[1], kv[0])))
+        if self._reasons is None and self._explanation is not None:
+            tally = self._explanation.counts()
+        else:
+            tally = {}
+            for codes in self.reasons.values():
+                for code in codes:
+                    tally[code] = tally.get(code, 0) + 1
+        return dict(sorted(((k, v) for k, v in tally.items() if v), key=lambda kv: (-kv[1], kv[0])))
 
     def _text(self) -> str:
         parts = [self.summary_message]
-        if self.reasons:
-            parts.append(", ".join(f"{code} x{n}" for code, n in self.counts.items()))
+        counts = self.counts
+        if counts:
+            parts.append(", ".join(f"{code} x{n}" for code, n in counts.items()))
         if self.nearest:
             parts.append("nearest: " + ", ".join(self.nearest[:3]))
         if self.permanent is not None:

@@ -11,7 +11,7 @@ that asks a vendor to round.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,22 +31,20 @@ class Demand:
     cores: IntArray | int
     exclusive: BoolArray | bool
     refused: BoolArray
-    codes: dict[int, ReasonCode] = field(default_factory=dict)  # position in the view -> the rounding's code
+    codes: IntArray | None = None  # per row where refused: the rounding's code as a position in DEVICE_CODES, or -1
 
     @classmethod
     def plain(cls, part: RequestPart, memory: IntArray) -> Demand:
         return cls(memory, part.cores, part.exclusive, np.zeros(memory.shape, dtype=bool))
 
     def take(self, at: IntArray | slice) -> Demand:
-        """The demand at rows ``at`` of the rows this demand covers (codes renumbered to positions in ``at``)."""
-        rows = np.arange(at.start or 0, at.stop) if isinstance(at, slice) else at
-        codes = {i: self.codes[r] for i, r in enumerate(rows.tolist()) if r in self.codes} if self.codes else {}
+        """The demand at rows ``at`` of the rows this demand covers."""
         return Demand(
             self.memory[at],
             self.cores if isinstance(self.cores, int) else self.cores[at],
             self.exclusive if isinstance(self.exclusive, bool) else self.exclusive[at],
             self.refused[at],
-            codes,
+            None if self.codes is None else self.codes[at],
         )
 
     @classmethod

@@ -45,7 +45,8 @@ def first_failure(
 ) -> None:
     """Give each row of ``codes`` still at -1 the ``index`` of the code of the first rule of ``rules`` it fails.
 
-    A ``ROUND`` row reports the rounding's own code where it gave one (``Demand.codes``).
+    A ``ROUND`` row reports the rounding's own code where it gave one (``Demand.codes``, positions in
+    ``DEVICE_CODES``, which ``index`` must number the same way).
     """
     for rule in rules:
         open_rows = codes < 0
@@ -56,9 +57,9 @@ def first_failure(
             continue
         hit = bad & open_rows
         codes[hit] = index[rule.code]
-        if rule.kind == Kind.ROUND and arg.codes:
-            for i in np.flatnonzero(hit).tolist():
-                codes[i] = index.get(arg.codes.get(i, rule.code), index[rule.code])
+        if rule.kind == Kind.ROUND and arg.codes is not None:
+            own = arg.codes[hit]
+            codes[hit] = np.where(own >= 0, own, index[rule.code])
 
 
 def failures(rules: Sequence[Rule], view: ColumnView, arg: Any) -> list[ReasonCode]:

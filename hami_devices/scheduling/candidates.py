@@ -17,11 +17,11 @@ import numpy as np
 from hami_devices.errors import ReasonCode
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.rules import (
-    BEFORE_ROUNDING,
     DEVICE_CODES,
     DEVICE_RULES,
     FIT_RULES,
     NODE_RULES,
+    STATE_RULES,
     HostDemand,
     Kind,
     first_failure,
@@ -93,8 +93,8 @@ def device_codes(cluster: ClusterState, part: RequestPart, index: int) -> tuple[
     rows = c.live_rows()
     at = c.live_index()  # a slice when the arrays have no holes: views, not copies
     view = c.view(at)
-    codes = np.full(rows.size, -1, dtype=np.int64)
-    first_failure(BEFORE_ROUNDING, view, part, codes, _CODE_INDEX)
+    codes = c.match_codes(part, _CODE_INDEX)[at].copy()
+    first_failure(STATE_RULES, view, None, codes, _CODE_INDEX)
     node_ok = c.node_ok[c.node[at]]
     open_rows = np.zeros(c.size, dtype=bool)
     open_rows[rows[(codes < 0) & node_ok]] = True

@@ -223,10 +223,11 @@ class ClusterState(Plans):
         """Forget a mirrored allocation after its release."""
         return self.forget(handle if isinstance(handle, str) else handle.id)
 
-    def sync(self, handles: Iterable[DeviceHandle]) -> None:
+    def sync(self, handles: Iterable[DeviceHandle], *, partial: bool = False) -> None:
         """Make the confirmed bookings exactly ``handles`` (a ledger's, after a restart or a missed event).
 
-        Assumed placements that are not yet in the ledger are kept.
+        Assumed placements that are not yet in the ledger are kept.  With ``partial`` the
+        cluster holds only some of the ledger's devices: grants on the others are ignored.
         """
         live = {h.id: h for h in handles}
         for booking in list(self.bookings.values()):
@@ -234,10 +235,14 @@ class ClusterState(Plans):
                 self.forget(booking.id)
         for handle_id, handle in live.items():
             held = self.bookings.get(handle_id)
-            if held is None:
+            if held is not None:
+                held.state = PlacementState.CONFIRMED
+            elif not partial:
                 self.book(handle)
             else:
-                held.state = PlacementState.CONFIRMED
+                grants = [g for g in handle.grants if g.uuid in self.uuid_index]
+                if grants:
+                    self.book(handle.model_copy(update={"grants": grants}))
 
     def confirm(self, booking_id: str) -> Booking:
         booking = self._booking(booking_id)
@@ -316,8 +321,5 @@ class ClusterState(Plans):
             cpu, memory = (host.cpu_milli, host.memory_mib) if host is not None else (UNBOUNDED, UNBOUNDED)
             labels = host.labels if host is not None else {}
             state.add_node(name, cpu, memory, [d.info for d in members], labels)
-        for handle in handles:
-            grants = [g for g in handle.grants if g.uuid in state.uuid_index]
-            if grants:
-                state.book(handle.model_copy(update={"grants": grants}))
+        state.sync(handles, partial=True)
         return state

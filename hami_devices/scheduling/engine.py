@@ -25,7 +25,7 @@ import numpy as np
 
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode
 from hami_devices.models import Grant, RequestPart, ResourceRequest
-from hami_devices.rules.columns import BoolArray
+from hami_devices.rules.columns import BoolArray, IntArray
 from hami_devices.scheduling import candidates as filtering
 from hami_devices.scheduling import explaining
 from hami_devices.scheduling.choosing import Chooser, Ranked, grants_of
@@ -67,6 +67,20 @@ class Placement:
             "grants": [g.model_dump(mode="json") for g in self.grants],
             "booking_id": self.booking_id,
         }
+
+
+Explained = explaining.ArrayExplanation | dict[str, list[ReasonCode]]
+"""Why a request did not fit: flags kept as arrays, or the names of the parts nothing answers to."""
+
+
+@dataclass
+class Ranking:
+    """What ``Engine._rank`` found: placements, best first; or, when explaining, why there were none, and the
+    candidates each part had on any node (None: to be computed)."""
+
+    placements: list[Placement]
+    reasons: Explained | None = None
+    have: list[IntArray] | None = None
 
 
 class Engine:
@@ -114,17 +128,17 @@ class Engine:
 
     # ------------------------------------------------------------------ public
     def rank(self, request: ResourceRequest, limit: int = 5) -> list[Placement]:
-        placements, _ = self._rank(request, limit)
-        return placements
+        return self._rank(request, limit).placements
 
     def place(self, request: ResourceRequest) -> Placement:
         """The best placement, or ``InsufficientResources`` with the reasons, the nearest misses and
         whether the request could fit this cluster at all (``permanent``)."""
         self.observe(request)
-        placements, reasons = self._rank(request, 1)
-        if not placements:
-            raise self.refusal(request, reasons)
-        return placements[0]
+        ranked = self._rank(request, 1)
+        if not ranked.placements:
+            assert ranked.reasons is not None
+            raise explaining.refusal(self.cluster, request, ranked.reasons, ranked.have or self._have(request))
+        return ranked.placements[0]
 
     def try_place(
         self, request: ResourceRequest, *, candidates: Sequence[BoolArray | None] | None = None
@@ -139,17 +153,18 @@ class Engine:
         if candidates is not None and len(candidates) != len(request.parts):
             raise InvalidRequest("candidates", f"{len(candidates)} masks for {len(request.parts)} parts")
         self.observe(request)
-        placements, _ = self._rank(request, 1, explain=False, masks=candidates)
+        placements = self._rank(request, 1, explain=False, masks=candidates).placements
         return placements[0] if placements else None
 
-    def refusal(
-        self, request: ResourceRequest, reasons: dict[str, list[ReasonCode]] | None = None
-    ) -> InsufficientResources:
+    def refusal(self, request: ResourceRequest, reasons: Explained | None = None) -> InsufficientResources:
         """The error for a request that does not fit now: reasons per node and device, nearest misses, permanence."""
-        if reasons is None:
-            reasons = self.rejections(request)
-        have = [filtering.candidates(self.cluster, part, i).rows for i, part in enumerate(request.parts)]
-        return explaining.refusal(self.cluster, request, reasons, have)
+        found = self._rank(request, 0).reasons if reasons is None else reasons
+        assert found is not None
+        return explaining.refusal(self.cluster, request, found, self._have(request))
+
+    def _have(self, request: ResourceRequest) -> list[IntArray]:
+        """Per part, the devices that could take it now on any node (what nearest misses count)."""
+        return [filtering.candidates(self.cluster, part, i).rows for i, part in enumerate(request.parts)]
 
     def observe(self, request: ResourceRequest) -> None:
         """Tell the scorers a request was asked for (``place`` and ``try_place`` do; learning scorers learn)."""
@@ -191,7 +206,9 @@ class Engine:
 
     def rejections(self, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
         """Reason codes per node (and per rejected device uuid) for ``--explain``."""
-        return self._rank(request, 0)[1]
+        found = self._rank(request, 0).reasons
+        assert found is not None
+        return found if isinstance(found, dict) else found.spelled_out()
 
     # ------------------------------------------------------------------ stages
     def chooser(self, request: ResourceRequest) -> Chooser:
@@ -217,7 +234,7 @@ class Engine:
             if not enough.all():
                 found = filtering.Candidates(found.rows[enough], found.memory[enough],
                                              None if found.cores is None else found.cores[enough], found.grants)
-        return self.scoring.score_part(c, request, part, index, found, lambda: filtering.rejected(c, part, index),
+        return self.scoring.score_part(c, request, part, index, found, lambda: filtering.device_codes(c, part, index),
                                        scored=scored)
 
     def _rank(
@@ -227,7 +244,7 @@ class Engine:
         *,
         explain: bool = True,
         masks: Sequence[BoolArray | None] | None = None,
-    ) -> tuple[list[Placement], dict[str, list[ReasonCode]]]:
+    ) -> Ranking:
         host = filtering.host_ok(self.cluster, request)
         chooser = self.chooser(request)
         masks = masks if masks is not None else [None] * len(request.parts)
@@ -242,8 +259,11 @@ class Engine:
                 ranked = [split] if split is not None else []
             placements = [self._placement(request, r) for r in ranked[: max(limit, 0)]]
         if explain and (limit == 0 or not placements):
-            return placements, explaining.reasons(chooser, evals, host, request)
-        return placements, {}
+            have = None
+            if host.all() and all(m is None for m in masks) and all(ev.part.count == 1 for ev in evals):
+                have = [ev.rows for ev in evals]  # nothing narrowed them: what a refusal's nearest misses count
+            return Ranking(placements, explaining.explain(chooser, evals, host, request), have)
+        return Ranking(placements)
 
     def _host_placements(
         self, chooser: Chooser, request: ResourceRequest, host: BoolArray, limit: int

@@ -9,11 +9,13 @@ nodes came nearest.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hami_devices.errors import InsufficientResources, ReasonCode
 from hami_devices.models import ResourceRequest
-from hami_devices.rules import NODE_RULES, HostDemand
+from hami_devices.rules import DEVICE_CODES, NODE_CODES, NODE_RULES, HostDemand
 from hami_devices.rules.columns import AsIfEmpty, BoolArray, ColumnView, IntArray
 from hami_devices.scheduling.choosing import Chooser
 from hami_devices.scheduling.cluster import ClusterState
@@ -50,51 +52,101 @@ def node_failures(
     return out
 
 
-def reasons(
-    chooser: Chooser, evals: list[ScoredPart], host_ok: BoolArray, request: ResourceRequest
-) -> dict[str, list[ReasonCode]]:
-    """Reason codes per node, and per rejected device uuid, for a request that does not fit."""
-    c = chooser.cluster
-    out: dict[str, list[ReasonCode]] = unknown_names(c, request)
-    if out:  # a name nothing in the cluster answers to: every device would just say "mismatch"
+NODE_ORDER: tuple[ReasonCode, ...] = (
+    *NODE_CODES,
+    ReasonCode.NODE_INSUFFICIENT_DEVICES,
+    *DEVICE_CODES,
+    ReasonCode.NODE_TOPOLOGY_UNSATISFIED,
+)
+"""The codes a node's entry may carry, in the order they are reported: its own node rules, too few devices
+(then the first rule each of its devices failed), and required topology."""
+_DEVICES_SHORT = len(NODE_CODES)
+_FIRST_DEVICE = _DEVICES_SHORT + 1
+
+
+@dataclass
+class ArrayExplanation:
+    """Why nothing fits, as flags per node and per device: counted at once, spelled out only when read."""
+
+    cluster: ClusterState
+    node_rows: IntArray  # every live node row
+    node_flags: BoolArray  # node_rows x NODE_ORDER
+    device_rows: IntArray  # (device row, code) pairs, sorted by row: each rejected device with each code
+    device_codes: IntArray  # positions in DEVICE_CODES
+
+    def counts(self) -> dict[ReasonCode, int]:
+        out = dict.fromkeys(NODE_ORDER, 0)
+        for code, n in zip(NODE_ORDER, self.node_flags.sum(axis=0).tolist(), strict=True):
+            out[code] += n
+        per_code = np.bincount(self.device_codes, minlength=len(DEVICE_CODES))
+        for code, n in zip(DEVICE_CODES, per_code.tolist(), strict=True):
+            out[code] += n
         return out
-    failing = node_failures(c, request)
-    for name, state in c.nodes.items():
-        row = c.node_row(name)
-        codes = [code for code, bad in failing if bad[row]]
-        for ev in evals:
-            if not host_ok[row]:  # its devices were no candidates: the host codes above say why
-                continue
-            have = int(np.count_nonzero(c.node[ev.rows] == row))
-            if have < ev.part.count:
-                codes.append(ReasonCode.NODE_INSUFFICIENT_DEVICES)
-                for dev in state.devices:
-                    code = ev.rejected.get(dev)
-                    if code is not None and code not in codes:
-                        codes.append(code)
-            elif request.topology == "required" and ev.part.count > 1 and chooser.node_choice(ev, row, set()) is None:
-                codes.append(ReasonCode.NODE_TOPOLOGY_UNSATISFIED)
-        if codes:
-            out[name] = list(dict.fromkeys(codes))
+
+    def codes_of_node(self) -> IntArray:
+        """Per node row: how many codes its entry carries."""
+        per_row = np.zeros(len(self.cluster.node_names), dtype=np.int64)
+        per_row[self.node_rows] = self.node_flags.sum(axis=1)
+        return per_row
+
+    def spelled_out(self) -> dict[str, list[ReasonCode]]:
+        c = self.cluster
+        out: dict[str, list[ReasonCode]] = {}
+        for row, flags in zip(self.node_rows.tolist(), self.node_flags, strict=True):
+            if flags.any():
+                out[c.node_name(row)] = [NODE_ORDER[k] for k in np.flatnonzero(flags).tolist()]
+        for row, code in zip(self.device_rows.tolist(), self.device_codes.tolist(), strict=True):
+            out.setdefault(c.info(row).uuid, []).append(DEVICE_CODES[code])
+        return out
+
+
+def explain(
+    chooser: Chooser, evals: list[ScoredPart], host_ok: BoolArray, request: ResourceRequest
+) -> ArrayExplanation | dict[str, list[ReasonCode]]:
+    """Reason codes per node, and per rejected device, for a request that does not fit (a plain mapping when a
+    part names a vendor or model nothing in the cluster answers to)."""
+    c = chooser.cluster
+    unknown = unknown_names(c, request)
+    if unknown:  # every device would just say "mismatch"
+        return unknown
+    n_nodes = len(c.node_names)
+    live = c.live_node_rows()
+    flags = np.zeros((live.size, len(NODE_ORDER)), dtype=bool)
+    for code, bad in node_failures(c, request, live):
+        flags[:, NODE_ORDER.index(code)] = bad
+    pairs: list[IntArray] = []
     for ev in evals:
-        for dev, code in ev.rejected.items():
-            info = c.infos[dev]
-            if info is not None:
-                out.setdefault(info.uuid, [])
-                if code not in out[info.uuid]:
-                    out[info.uuid].append(code)
-    return out
+        rows, codes = ev.device_codes
+        bad = codes >= 0
+        pairs.append(rows[bad] * len(DEVICE_CODES) + codes[bad])
+        # a node without the host resources had no candidates: its host codes say why
+        have = np.bincount(ev.nodes, minlength=n_nodes)[live]
+        short = (have < ev.part.count) & host_ok[live]
+        seen = np.zeros((n_nodes, len(DEVICE_CODES)), dtype=bool)
+        seen[c.node[rows[bad]], codes[bad]] = True
+        flags[short, _DEVICES_SHORT] = True
+        flags[:, _FIRST_DEVICE : _FIRST_DEVICE + len(DEVICE_CODES)] |= seen[live] & short[:, None]
+        if request.topology == "required" and ev.part.count > 1:
+            for k in np.flatnonzero(~short & host_ok[live]).tolist():
+                if chooser.node_choice(ev, int(live[k]), set()) is None:
+                    flags[k, len(NODE_ORDER) - 1] = True
+    # each (device, code) once, in row then table order, however many parts rejected it for that code
+    packed = np.unique(np.concatenate(pairs)) if len(pairs) > 1 else (pairs[0] if pairs else np.zeros(0, np.int64))
+    return ArrayExplanation(c, live, flags, packed // len(DEVICE_CODES), packed % len(DEVICE_CODES))
 
 
 def refusal(
-    cluster: ClusterState, request: ResourceRequest, found: dict[str, list[ReasonCode]], have: list[IntArray]
+    cluster: ClusterState,
+    request: ResourceRequest,
+    found: ArrayExplanation | dict[str, list[ReasonCode]],
+    have: list[IntArray],
 ) -> InsufficientResources:
     """The error for a request that does not fit now: ``found`` reasons, nearest misses, permanence.
 
     ``have``: per part, the candidate rows it has now (nearest misses are the nodes with most of them).
     """
     label = request.name or "request"
-    if any(k.startswith("parts.") for k in found):
+    if isinstance(found, dict):
         return InsufficientResources(f"no placement for {label}", found, permanent=True)
     fits = [cluster.fits_empty(part, i) for i, part in enumerate(request.parts)]
     permanent = not could_fit(cluster, request, fits)
@@ -126,7 +178,7 @@ def could_fit(cluster: ClusterState, request: ResourceRequest, fits: list[BoolAr
 
 
 def nearest(
-    cluster: ClusterState, request: ResourceRequest, found: dict[str, list[ReasonCode]], have: list[IntArray]
+    cluster: ClusterState, request: ResourceRequest, found: ArrayExplanation, have: list[IntArray]
 ) -> list[str]:
     """Nodes that came closest: the largest share of the request's devices free there now, then fewest reasons."""
     c = cluster
@@ -142,6 +194,8 @@ def nearest(
     for part, rows_now in zip(request.parts, have, strict=True):
         counts += np.minimum(np.bincount(c.node[rows_now], minlength=n), part.count)
     share = counts / max(request.device_count, 1)
-    candidates = [r for r in range(n) if c.node_names[r] and share[r] > 0]
-    candidates.sort(key=lambda r: (-share[r], len(found.get(c.node_names[r], [])), c.node_names[r]))
-    return [f"{c.node_names[r]} ({int(counts[r])}/{request.device_count} devices)" for r in candidates[:NEAREST]]
+    codes = found.codes_of_node()
+    rows = np.flatnonzero((share > 0) & (c.name_rank() < len(c.nodes)))  # named nodes rank first
+    order = rows[np.lexsort((c.name_rank()[rows], codes[rows], -share[rows]))]
+    candidates = order[:NEAREST].tolist()
+    return [f"{c.node_names[r]} ({int(counts[r])}/{request.device_count} devices)" for r in candidates]

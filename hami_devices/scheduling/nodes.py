@@ -99,6 +99,10 @@ class NodeTable:
         self._refresh_node(name)
         self.version += 1
 
+    def live_node_rows(self) -> IntArray:
+        """The rows of the nodes in the cluster, in the order they joined."""
+        return np.fromiter(self._node_index.values(), dtype=np.int64, count=len(self._node_index))
+
     def node_row(self, name: str) -> int:
         return self._node_index[name]
 

@@ -22,9 +22,22 @@ from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import ReasonCode
 from hami_devices.models import Grant, Health, RequestPart
 from hami_devices.rounding import GrantRule
-from hami_devices.rules import FIT_RULES, MATCH_RULES, STATE_RULES, ColumnView, Demand, memory_need, passing, plan
+from hami_devices.rules import (
+    DEVICE_CODES,
+    FIT_RULES,
+    MATCH_RULES,
+    STATE_RULES,
+    ColumnView,
+    Demand,
+    first_failure,
+    memory_need,
+    passing,
+    plan,
+)
 from hami_devices.rules.columns import AsIfEmpty, BoolArray, IntArray
 from hami_devices.scheduling.tables import Tables
+
+_CODE_POSITION = {code: i for i, code in enumerate(DEVICE_CODES)}
 
 PLAN_MEMOS = 256
 """Parts whose per-row plans ``plan_rows`` keeps as arrays (least recently used dropped first)."""
@@ -38,7 +51,8 @@ class PlanMemo:
 
     An entry is current when ``stamp[row] == cluster.stamp[row]``; ``plan_rows`` makes the
     rows it is given current.  ``ok``: the rounding gave a grant; then ``memory``, ``cores``,
-    ``exclusive`` and ``grants[row]`` are the grant, else ``first[row]`` is the rounding's code.
+    ``exclusive`` and ``grants[row]`` are the grant, else ``first[row]`` is the rounding's code, as its
+    position in ``rules.DEVICE_CODES`` (-1: a code the table does not list).
     """
 
     layout: int
@@ -47,14 +61,14 @@ class PlanMemo:
     memory: IntArray
     cores: IntArray
     exclusive: BoolArray
-    first: np.ndarray[Any, np.dtype[np.object_]]
+    first: IntArray
     grants: dict[int, Grant] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, layout: int, size: int) -> PlanMemo:
         return cls(layout, np.full(size, -1, dtype=np.int64), np.zeros(size, dtype=bool),
                    np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64), np.zeros(size, dtype=bool),
-                   np.full(size, None, dtype=object))
+                   np.full(size, -1, dtype=np.int64))
 
 
 class Plans(Tables):
@@ -93,6 +107,21 @@ class Plans(Tables):
                part.numa_node)
         mask: BoolArray = self._kept(key, lambda: passing(MATCH_RULES, self.view(), part))
         return mask
+
+    def match_codes(self, part: RequestPart, index: Mapping[ReasonCode, int]) -> IntArray:
+        """Per row [0, size): the ``index`` of the first ``MATCH`` rule it fails for ``part``, -1 where it passes
+        them all (do not modify the result)."""
+        key = ("match-codes", tuple(part.vendors), tuple(part.exclude_vendors), tuple(part.models),
+               tuple(part.exclude_models), tuple(part.uuids), tuple(part.exclude_uuids), part.precision,
+               part.numa_node)
+
+        def build() -> IntArray:
+            codes = np.full(self.size, -1, dtype=np.int64)
+            first_failure(MATCH_RULES, self.view(), part, codes, index)
+            return codes
+
+        codes: IntArray = self._kept(key, build)
+        return codes
 
     def memory_need(self, part: RequestPart) -> IntArray:
         """MiB the part takes as a plain share on each row [0, size) (do not modify the result)."""
@@ -136,7 +165,7 @@ class Plans(Tables):
                 memo.grants[row] = result
             else:
                 memo.ok[row] = False
-                memo.first[row] = result
+                memo.first[row] = _CODE_POSITION.get(result, -1)
                 memo.grants.pop(row, None)
         return memo
 
@@ -160,8 +189,7 @@ class Plans(Tables):
         cores[asked] = memo.cores[asked]
         exclusive[asked] = memo.exclusive[asked]
         refused[asked] = ~memo.ok[asked]
-        codes: dict[int, ReasonCode] = {int(r): memo.first[r] for r in asked[~memo.ok[asked]].tolist()}
-        return Demand(memory, cores, exclusive, refused, codes), memo.grants
+        return Demand(memory, cores, exclusive, refused, memo.first[:size]), memo.grants
 
     # ------------------------------------------------------------------ as if empty
     def fits_empty(self, part: RequestPart, part_index: int, within: BoolArray | None = None) -> BoolArray:

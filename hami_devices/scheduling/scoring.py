@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hami_devices.errors import InvalidConfig, ReasonCode
+from hami_devices.errors import InvalidConfig
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.plugins import SCORER_NAMESPACE, load_plugins
 from hami_devices.rules.columns import FloatArray, IntArray
@@ -40,10 +40,11 @@ class ScoredPart:
     per_scorer: dict[str, FloatArray]
     ctx: ScoreContext
     nodes: IntArray  # node row per candidate
-    explain: Callable[[], dict[int, ReasonCode]]  # row -> first failing rule, computed on first use
+    explain: Callable[[], tuple[IntArray, IntArray]]  # each live row's first failing rule, on first use
 
     @cached_property
-    def rejected(self) -> dict[int, ReasonCode]:
+    def device_codes(self) -> tuple[IntArray, IntArray]:
+        """(live rows, the index into ``DEVICE_CODES`` of each one's first failing rule; -1 passes)."""
         return self.explain()
 
     def grant_at(self, cluster: ClusterState, position: int) -> Grant:
@@ -87,7 +88,7 @@ class Scoring:
         part: RequestPart,
         index: int,
         found: Candidates,
-        explain: Callable[[], dict[int, ReasonCode]],
+        explain: Callable[[], tuple[IntArray, IntArray]],
         *,
         scored: bool = True,
     ) -> ScoredPart:

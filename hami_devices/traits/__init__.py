@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -13,6 +13,7 @@ from hami_devices.errors import InvalidRequest
 from hami_devices.models import DeviceTraits
 
 
+@lru_cache(maxsize=4096)
 def normalize_model_name(name: str) -> str:
     """Case, spaces, dashes and vendor prefixes do not distinguish models."""
     text = name.lower()

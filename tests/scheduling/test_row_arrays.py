@@ -21,7 +21,7 @@ from hami_devices.config import HamiConfig
 from hami_devices.inventory import parse_inventory
 from hami_devices.models import Grant, Health, RequestPart, ResourceRequest
 from hami_devices.registry import load_vendors
-from hami_devices.rules import plan
+from hami_devices.rules import DEVICE_CODES, plan
 
 # Plain shares (T4, L4) beside devices whose rule plans each grant: MIG-capable A30/A100 with MIG
 # on, Ascend vNPU templates, Cambricon sMLU.
@@ -146,7 +146,7 @@ def test_plan_rows_holds_what_planned_says(steps: list[tuple[str, ResourceReques
                 assert memo.grants[row] == want
                 assert (memo.memory[row], memo.cores[row]) == (want.memory_mib, want.cores)
             else:
-                assert memo.first[row] == want
+                assert DEVICE_CODES[memo.first[row]] == want
 
 
 def test_node_rows() -> None:
