@@ -23,6 +23,10 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "kubernetes_validate": "kubernetes",
     "cel": "kubernetes",
     "ray": "ray",
+    "airflow": "airflow",
+    "cloudpickle": "airflow",
+    "psutil": "airflow",
+    "pyspark": "spark",
 }
 
 
