@@ -134,7 +134,9 @@ class NodeShares:
             handle.env  # noqa: B018  (one limiter, one region per process: one vendor per share)
         except AmbiguousEnvironment:
             self.release(handle.id)
-            raise InvalidRequest("vendors", "a process runs one vendor's limiter: a share must be of one vendor") from None
+            raise InvalidRequest(
+                "vendors", "a process runs one vendor's limiter: a share must be of one vendor"
+            ) from None
         return handle
 
     def release(self, handle_id: str, *, reason: str | None = None) -> bool:

@@ -29,7 +29,9 @@ class HamiDecoratedOperator(_PythonDecoratedOperator, HamiPythonOperator):  # ty
     custom_operator_name = "@hami.task"
 
 
-def task(python_callable: Callable[..., Any] | None = None, *, multiple_outputs: bool | None = None, **kwargs: Any) -> Any:
+def task(
+    python_callable: Callable[..., Any] | None = None, *, multiple_outputs: bool | None = None, **kwargs: Any
+) -> Any:
     """Decorate a function into an Airflow task whose process runs under a hard share of one accelerator."""
     share = {key: kwargs.pop(key) for key in list(kwargs) if key in SHARE_KEYS}
     if QUEUE_KEY in kwargs:

@@ -11,6 +11,7 @@ watcher each share has.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ class Executor:
         if started is None or not argv:
             raise InvalidRequest("executor", f"process {pid} is gone")
         args = [a.decode(errors="replace") for a in argv]
-        options = dict(zip(args, args[1:], strict=False))
+        options = dict(itertools.pairwise(args))
         if "--executor-id" not in options:
             raise InvalidRequest(
                 "executor", f"process {pid} is not a Spark executor (no --executor-id): run this from Spark"

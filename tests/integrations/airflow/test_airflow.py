@@ -67,7 +67,7 @@ def wait_for(check: Any, timeout: float, what: str) -> None:
 def cli(node: AirflowNode, *args: str) -> Any:
     run = subprocess.run([HAMI, *args], env=node.env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout)
+    return json.loads(run.stdout) if "--json" in args else run.stdout
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from hami_devices import limiter
-from hami_devices.integrations import spark as hspark
 from hami_devices.ledger import EventKind, SqliteLedger
 from tests.conftest import REPO_ROOT
 
