@@ -23,10 +23,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "kubernetes_validate": "kubernetes",
     "cel": "kubernetes",
     "ray": "ray",
-    "airflow": "airflow",
-    "cloudpickle": "airflow",
-    "psutil": "airflow",
     "pyspark": "spark",
+    # (the [airflow] extra's modules are imported by DAG files; its own venv in the tests: not listed here)
 }
 
 

@@ -132,6 +132,7 @@ def test_spark_conf_gives_every_executor_the_share() -> None:
         "spark.task.resource.gpu.amount": "0.5",
         "spark.executorEnv.HAMI_SPARK_SHARE": '{"cores": 40, "memory_mib": 4096, "models": ["T4"]}',
         "spark.python.daemon.module": "hami_devices.integrations.spark.daemon",
+        "spark.pyspark.python": sys.executable,
         "spark.worker.resource.gpu.amount": "2",
         "spark.worker.resource.gpu.discoveryScript": discovery_script(),
     }

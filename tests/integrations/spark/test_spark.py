@@ -85,10 +85,10 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             "HAMI_LEDGER": str(folder / "ledger.db"),
             "HAMI_VENDORS": "nvidia",
             "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
-            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
         }
     )
-    os.environ.pop("LD_PRELOAD", None)
+    for unset in ("LD_PRELOAD", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):  # the README's settings name the Python
+        os.environ.pop(unset, None)
     try:
         yield folder
     finally:
