@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -132,13 +133,24 @@ def test_spark_conf_gives_every_executor_the_share() -> None:
         "spark.task.resource.gpu.amount": "0.5",
         "spark.executorEnv.HAMI_SPARK_SHARE": '{"cores": 40, "memory_mib": 4096, "models": ["T4"]}',
         "spark.python.daemon.module": "hami_devices.integrations.spark.daemon",
-        "spark.pyspark.python": sys.executable,
         "spark.worker.resource.gpu.amount": "2",
         "spark.worker.resource.gpu.discoveryScript": discovery_script(),
     }
     assert Path(discovery_script()).exists()
     with pytest.raises(hd.InvalidRequest, match=r"share\.cores"):
         conf(memory_mib=1, cores=101)
+
+
+def test_the_documented_spark_submit_settings_are_what_conf_gives() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "workflows.md").read_text()
+    block = doc[doc.index("spark-submit --master spark://") :]
+    block = block[: block.index("```")]
+    documented = dict(line.split("=", 1) for line in re.findall(r"--conf '?([^' ]+=[^\\]*?)'? \\\n", block))
+    given = conf(models=["T4"], memory_mib=4096, cores=40, task_amount=0.5)
+    script = "spark.executor.resource.gpu.discoveryScript"
+    assert Path(documented.pop(script)).name == Path(given.pop(script)).name == "hami-spark-discover"
+    assert documented.pop("spark.pyspark.python").endswith("/python")  # spark-submit's name for PYSPARK_PYTHON
+    assert documented == given
 
 
 def _discover_env(node: NodeSetup, share: dict[str, object]) -> dict[str, str]:

@@ -17,6 +17,7 @@ this node fails with ``AirflowFailException`` and is not retried.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import os
 import signal
@@ -163,7 +164,8 @@ class HamiPythonOperator(ShareMixin, PythonOperator):  # type: ignore[misc]
                 status = process.wait()
             finally:
                 if process.poll() is None:  # the wait was interrupted: a timeout, a kill
-                    os.killpg(process.pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
             if status != 0:
                 error = result.with_suffix(".error")

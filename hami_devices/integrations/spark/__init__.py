@@ -37,15 +37,12 @@ def conf(
     task_amount: float = 1.0,
     resource: str = "gpu",
     worker_slots: int | None = None,
-    python: str | None = None,
     **share: Any,
 ) -> dict[str, str]:
     """Spark settings giving every executor the share ``share`` asks for (request-part fields plus
     ``task_type``, ``queue``, ``grant_timeout_s``), its devices as the resource ``resource``, and each
     task ``task_amount`` of one (0.5: two tasks at a time on one device of the executor's share).
 
-    ``python`` is the interpreter of the executors' Python workers, one with hami-devices installed
-    (default: this one, as on a single machine or a cluster of one image).
     ``worker_slots`` adds the standalone workers' settings (the share slots each worker offers its
     executors), for a ``local-cluster`` whose workers take the application's configuration; a
     standalone cluster's workers read them from their own configuration."""
@@ -56,7 +53,6 @@ def conf(
         f"spark.task.resource.{resource}.amount": f"{task_amount:g}",
         f"spark.executorEnv.{SHARE_SPEC_VAR}": spec.to_json(),
         "spark.python.daemon.module": DAEMON_MODULE,
-        "spark.pyspark.python": python or sys.executable,
     }
     if worker_slots is not None:
         settings[f"spark.worker.resource.{resource}.amount"] = str(worker_slots)
