@@ -51,12 +51,18 @@ def in_task(index: int, rows: Iterator[int]) -> Iterator[dict[str, Any]]:
 
     cu = _driver()
     _context(cu)
-    codes = []
-    for mib in (2048, 4096):  # fits the 4 GiB share, then would pass it
+    # Tasks of one executor share its share, at the same time (two at once) and one after another (Python
+    # workers are reused): 1 GiB fits beside a sibling's, 4 GiB more never fits; each task frees what it got.
+    codes, granted = [], []
+    for mib in (1024, 4096):
         pointer = ctypes.c_uint64()
         codes.append(cu.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(mib * MIB)))
+        if codes[-1] == 0:
+            granted.append(pointer)
     with Region.open(os.environ["HAMI_REGION_PATH"]) as region:
         (usage,) = region.device_usage()
+    for pointer in granted:
+        cu.cuMemFree_v2(pointer)
     yield {
         "partition": index,
         "addresses": list(TaskContext.get().resources()["gpu"].addresses),
