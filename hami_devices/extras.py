@@ -25,6 +25,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "ray": "ray",
     "onnx": "precision",
     "onnxruntime": "precision",
+    "pyspark": "spark",
+    # (the [airflow] extra's modules are imported by DAG files; its own venv in the tests: not listed here)
 }
 
 

@@ -8,6 +8,8 @@
 #   .venv-plugin  that wheel with the [conformance] extra, and the example third-party plugin, built
 #                 against the wheel's region API as a plugin author builds it (its shim lands in
 #                 examples/vendor-plugin/hami_example_accel/libs/, where the project's tests find it).
+#   .venv-airflow Airflow (the [airflow] extra) and the project, editable: Airflow pins many dependencies,
+#                 so it has a venv of its own; tests/integrations/airflow drive its `airflow` command.
 #
 # Then pytest in .venv (tests/packaging installs the wheel without extras in a fresh venv and runs the
 # CLI there), and, as the plugin author's CI would, the plugin's own test command in .venv-plugin.
@@ -30,7 +32,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 quietly .venv/bin/python -m pip install --upgrade pip setuptools wheel cffi
-quietly .venv/bin/python -m pip install -e '.[test,kubernetes,ray,observability,precision]'
+quietly .venv/bin/python -m pip install -e '.[test,kubernetes,ray,observability,precision,spark]'
 # earlier versions of this script installed the example plugin here: take it out of the user's environment
 if .venv/bin/python -m pip show -q hami-example-accel >/dev/null 2>&1; then
     quietly .venv/bin/python -m pip uninstall -y hami-example-accel
@@ -52,6 +54,12 @@ if [ -f examples/vendor-plugin/pyproject.toml ]; then
     # a build requirement no package index serves in this repository (see the plugin guide)
     quietly .venv-plugin/bin/python -m pip install --no-build-isolation -e ./examples/vendor-plugin
 fi
+
+if [ ! -x .venv-airflow/bin/python ]; then
+    "$PYTHON" -m venv .venv-airflow
+    quietly .venv-airflow/bin/python -m pip install --upgrade pip setuptools wheel cffi
+fi
+quietly .venv-airflow/bin/python -m pip install -e '.[airflow,conformance]'
 
 HAMI_TEST_WHEEL="$WHEEL" .venv/bin/python -m pytest "$@"
 if [ -f examples/vendor-plugin/pyproject.toml ]; then

@@ -1,5 +1,5 @@
-"""``hami-devices usage``: device-hours per queue, workload, owner or device, weighted by the share granted
-and by what was used, per vendor and model (for chargeback)."""
+"""``hami-devices usage``: device-hours per queue, workload, owner, device, DAG, task or application,
+weighted by the share granted and by what was used, per vendor and model (for chargeback)."""
 
 from __future__ import annotations
 

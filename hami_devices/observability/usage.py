@@ -22,8 +22,14 @@ from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import EventKind, Ledger
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS
 
-GroupBy = Literal["queue", "workload", "owner", "device"]
-GROUPINGS: tuple[str, ...] = ("queue", "workload", "owner", "device")
+GroupBy = Literal["queue", "workload", "owner", "device", "dag", "task", "application"]
+GROUPINGS: tuple[str, ...] = ("queue", "workload", "owner", "device", "dag", "task", "application")
+# groupings by the identity a workflow integration records: an Airflow task's DAG and task, a Spark application
+METADATA_GROUPS: dict[str, tuple[str, ...]] = {
+    "dag": ("dag_id",),
+    "task": ("dag_id", "task_id"),
+    "application": ("spark_app",),
+}
 HOUR = 3600.0
 
 
@@ -80,6 +86,9 @@ def group_of(by: str, held: _Held, uuid: str) -> str:
         return meta.get("workload") or request.get("name") or held.allocation_id
     if by == "owner":
         return meta.get("owner") or "(none)"
+    if by in METADATA_GROUPS:
+        keys = METADATA_GROUPS[by]
+        return "/".join(meta[k] for k in keys) if all(meta.get(k) for k in keys) else "(none)"
     return uuid
 
 

@@ -1,0 +1,89 @@
+"""One worker node's devices and ledger, named by environment variables its processes inherit.
+
+An engine that embeds the SDK (a Ray runtime-env agent, an Airflow worker, a Spark
+executor) grants shares in processes the engine starts, so the node's set-up travels
+as variables in the environment of the node's engine processes:
+
+- ``HAMI_INVENTORY``: an inventory file (the simulated back end); unset: the vendor libraries;
+- ``HAMI_NODE``: which inventory node this node is (needed when the inventory has several);
+- ``HAMI_CONFIG``: the configuration YAML; ``HAMI_VENDORS``: comma-separated vendors to load;
+- ``HAMI_LEDGER``: the node's durable SQLite ledger (default as for the CLI).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Self
+
+from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.config import HamiConfig, load_config
+from hami_devices.device import Device
+from hami_devices.discovery import discover
+from hami_devices.errors import InvalidRequest
+from hami_devices.ledger import Ledger, SqliteLedger
+from hami_devices.registry import load_vendors
+
+VARIABLES = ("HAMI_INVENTORY", "HAMI_NODE", "HAMI_CONFIG", "HAMI_VENDORS", "HAMI_LEDGER")
+
+
+@dataclass(frozen=True)
+class NodeSetup:
+    """Where one node's devices come from and where its allocations are recorded."""
+
+    ledger: Path
+    inventory: Path | None = None
+    node: str | None = None
+    config: Path | None = None
+    vendors: tuple[str, ...] = ()
+
+    kind: ClassVar[str] = "node"  # how errors name the node ("Ray node", ...)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        env = os.environ if env is None else env
+        ledger = env.get("HAMI_LEDGER")
+        return cls(
+            ledger=Path(ledger) if ledger else default_ledger_path(),
+            inventory=Path(env["HAMI_INVENTORY"]) if env.get("HAMI_INVENTORY") else None,
+            node=env.get("HAMI_NODE") or None,
+            config=Path(env["HAMI_CONFIG"]) if env.get("HAMI_CONFIG") else None,
+            vendors=tuple(v for v in env.get("HAMI_VENDORS", "").split(",") if v),
+        )
+
+    def variables(self) -> dict[str, str]:
+        """The ``HAMI_*`` variables that describe this set-up to the node's processes."""
+        found = {
+            "HAMI_LEDGER": str(self.ledger.resolve()),  # the node's processes may run in another folder
+            "HAMI_INVENTORY": str(self.inventory.resolve()) if self.inventory else "",
+            "HAMI_NODE": self.node or "",
+            "HAMI_CONFIG": str(self.config.resolve()) if self.config else "",
+            "HAMI_VENDORS": ",".join(self.vendors),
+        }
+        return {k: v for k, v in found.items() if v}
+
+    def load_config(self) -> HamiConfig:
+        return load_config(self.config) if self.config else HamiConfig()
+
+    def devices(self, ledger: Ledger | None = None) -> list[Device]:
+        """This node's devices, each recording its allocations in the node's ledger."""
+        config = self.load_config()
+        registry = load_vendors(self.vendors or None, config)
+        ledger = ledger or SqliteLedger(self.ledger)
+        found = discover(self.inventory, config=config, ledger=ledger, registry=registry)
+        if self.inventory is None:
+            return found
+        return self._this_node(found)
+
+    def _this_node(self, devices: Sequence[Device]) -> list[Device]:
+        names = list(dict.fromkeys(d.info.node for d in devices))
+        node = self.node
+        if node is None:
+            if len(names) != 1:
+                raise InvalidRequest("node (HAMI_NODE)", f"the inventory has nodes {names}: name this {self.kind}'s")
+            node = names[0]
+        if node not in names:
+            raise InvalidRequest("node (HAMI_NODE)", f"{node!r} is not a node of {self.inventory} (nodes: {names})")
+        return [d for d in devices if d.info.node == node]
