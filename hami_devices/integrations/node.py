@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Self
 
-from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import discover
 from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import Ledger, SqliteLedger
+from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.registry import load_vendors
 
 VARIABLES = ("HAMI_INVENTORY", "HAMI_NODE", "HAMI_CONFIG", "HAMI_VENDORS", "HAMI_LEDGER")
