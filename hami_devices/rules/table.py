@@ -127,46 +127,119 @@ def _refused(view: ColumnView, demand: Demand) -> BoolArray:
     return demand.refused
 
 
+def _unhealthy(view: ColumnView, _: object) -> BoolArray:
+    return ~view.healthy  # type: ignore[no-any-return]
+
+
+def _unschedulable(view: ColumnView, _: object) -> BoolArray:
+    return ~view.node_ok  # type: ignore[no-any-return]
+
+
+# The amounts the limits compare.  Each is a function of the columns (``v``) and of the demand
+# (``d``: a rules.Demand for devices, a rules.HostDemand for nodes, nothing for STATE rows).
+
+
+def _holders(v: ColumnView) -> IntArray:
+    return v.exclusive.astype(np.int64)  # type: ignore[no-any-return]
+
+
+def _sharers(v: ColumnView) -> IntArray:
+    return v.sharers  # type: ignore[no-any-return]
+
+
+def _nothing(v: ColumnView, d: object) -> int:
+    return 0
+
+
+def _one_more(v: ColumnView, d: object) -> int:
+    return 1
+
+
+def _split(v: ColumnView, d: object) -> IntArray:
+    return v.split  # type: ignore[no-any-return]
+
+
+def _alone_if_exclusive(v: ColumnView, d: Demand) -> IntArray:
+    """An exclusive part needs the device empty; any other part takes no notice of the sharers."""
+    return np.where(d.exclusive, 0, UNLIMITED)
+
+
+def _mem_used(v: ColumnView) -> IntArray:
+    return v.mem_used  # type: ignore[no-any-return]
+
+
+def _mem_need(v: ColumnView, d: Demand) -> IntArray:
+    return d.memory
+
+
+def _mem_cap(v: ColumnView, d: Demand) -> IntArray:
+    return v.mem_cap  # type: ignore[no-any-return]
+
+
+def _cores_used(v: ColumnView) -> IntArray:
+    return v.cores_used  # type: ignore[no-any-return]
+
+
+def _cores_need(v: ColumnView, d: Demand) -> IntArray | int:
+    return d.cores
+
+
+def _core_cap(v: ColumnView, d: Demand) -> IntArray:
+    return v.core_cap  # type: ignore[no-any-return]
+
+
+def _cpu_used(v: ColumnView) -> IntArray:
+    return v.node_cpu_used  # type: ignore[no-any-return]
+
+
+def _cpu_need(v: ColumnView, d: HostDemand) -> int:
+    return d.cpu_milli
+
+
+def _cpu_total(v: ColumnView, d: HostDemand) -> IntArray:
+    return v.node_cpu_total  # type: ignore[no-any-return]
+
+
+def _host_mem_used(v: ColumnView) -> IntArray:
+    return v.node_mem_used  # type: ignore[no-any-return]
+
+
+def _host_mem_need(v: ColumnView, d: HostDemand) -> int:
+    return d.memory_mib
+
+
+def _host_mem_total(v: ColumnView, d: HostDemand) -> IntArray:
+    return v.node_mem_total  # type: ignore[no-any-return]
+
+
 DEVICE_RULES: tuple[Rule, ...] = (
     Rule(ReasonCode.CARD_VENDOR_MISMATCH, Kind.MATCH, _vendor),
     Rule(ReasonCode.CARD_TYPE_MISMATCH, Kind.MATCH, _model),
     Rule(ReasonCode.CARD_UUID_MISMATCH, Kind.MATCH, _uuid),
     Rule(ReasonCode.CARD_PRECISION_UNSUPPORTED, Kind.MATCH, _precision),
     Rule(ReasonCode.CARD_NUMA_MISMATCH, Kind.MATCH, _numa),
-    Rule(ReasonCode.CARD_UNHEALTHY, Kind.STATE, lambda v, _: ~v.healthy),
-    Rule(
-        ReasonCode.CARD_EXCLUSIVELY_HELD,
-        Kind.STATE,
-        limit=Limit("exclusive", lambda v: v.exclusive.astype(np.int64), lambda v, _: 0, lambda v, _: 0),
-    ),
-    Rule(ReasonCode.CARD_SPLIT_EXHAUSTED, Kind.STATE, limit=Limit("sharers", lambda v: v.sharers,
-                                                                   lambda v, _: 1, lambda v, _: v.split)),
+    Rule(ReasonCode.CARD_UNHEALTHY, Kind.STATE, _unhealthy),
+    Rule(ReasonCode.CARD_EXCLUSIVELY_HELD, Kind.STATE, limit=Limit("exclusive", _holders, _nothing, _nothing)),
+    Rule(ReasonCode.CARD_SPLIT_EXHAUSTED, Kind.STATE, limit=Limit("sharers", _sharers, _one_more, _split)),
     Rule(ReasonCode.CARD_PARTITION_UNAVAILABLE, Kind.ROUND, _refused),
     Rule(
         ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE,
         Kind.FIT,
-        limit=Limit("sharers", lambda v: v.sharers, lambda v, d: 0, lambda v, d: np.where(d.exclusive, 0, UNLIMITED)),
+        limit=Limit("sharers", _sharers, _nothing, _alone_if_exclusive),
     ),
-    Rule(ReasonCode.CARD_INSUFFICIENT_MEMORY, Kind.FIT, limit=Limit("memory", lambda v: v.mem_used,
-                                                                     lambda v, d: d.memory, lambda v, d: v.mem_cap)),
-    Rule(ReasonCode.CARD_INSUFFICIENT_CORE, Kind.FIT, limit=Limit("cores", lambda v: v.cores_used,
-                                                                   lambda v, d: d.cores, lambda v, d: v.core_cap)),
+    Rule(ReasonCode.CARD_INSUFFICIENT_MEMORY, Kind.FIT, limit=Limit("memory", _mem_used, _mem_need, _mem_cap)),
+    Rule(ReasonCode.CARD_INSUFFICIENT_CORE, Kind.FIT, limit=Limit("cores", _cores_used, _cores_need, _core_cap)),
 )
 """What one device must satisfy to take one part of a request."""
 
-
-def _host(view: ColumnView, demand: HostDemand) -> BoolArray:
-    return ~view.node_ok  # type: ignore[no-any-return]
-
-
 NODE_RULES: tuple[Rule, ...] = (
-    Rule(ReasonCode.NODE_UNSCHEDULABLE, Kind.STATE, _host),
-    Rule(ReasonCode.NODE_INSUFFICIENT_CPU, Kind.FIT, limit=Limit("host_cpu_milli", lambda v: v.node_cpu_used,
-                                                                  lambda v, d: d.cpu_milli,
-                                                                  lambda v, d: v.node_cpu_total)),
-    Rule(ReasonCode.NODE_INSUFFICIENT_MEMORY, Kind.FIT, limit=Limit("host_memory_mib", lambda v: v.node_mem_used,
-                                                                     lambda v, d: d.memory_mib,
-                                                                     lambda v, d: v.node_mem_total)),
+    Rule(ReasonCode.NODE_UNSCHEDULABLE, Kind.STATE, _unschedulable),
+    Rule(ReasonCode.NODE_INSUFFICIENT_CPU, Kind.FIT, limit=Limit("host_cpu_milli", _cpu_used, _cpu_need, _cpu_total)),
+    Rule(
+        ReasonCode.NODE_INSUFFICIENT_MEMORY,
+        Kind.FIT,
+        limit=Limit("host_memory_mib", _host_mem_used, _host_mem_need, _host_mem_total),
+    ),
 )
 """What the node hosting (a process of) a request must satisfy."""
 
