@@ -478,7 +478,7 @@ FAKE_MAX_PROCS = 64
 class _FakeProc(ctypes.Structure):
     _fields_ = (
         ("pid", ctypes.c_int32),
-        ("reserved", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
         ("used_bytes", ctypes.c_uint64),
         ("busy_ns", ctypes.c_uint64),
         ("launches", ctypes.c_uint64),

@@ -36,8 +36,12 @@ static void free_slot_locked(hami_region *r, hami_region_proc *p) {
  * A slot with a liveness lock is alive while its lock is held: valid from any
  * PID namespace.  Once the lock is free the process has closed the region (it
  * died, or exec'd): a process of this handle's own namespace is still waited
- * for until /proc shows it gone or a zombie (the driver frees its memory only
- * then); one of another namespace cannot be looked up and is dead.  A slot
+ * for until /proc shows it gone, or a zombie whose every thread has finished
+ * too.  The lock alone is not enough: a dying process's files are released
+ * one after another, the region's possibly before the driver's whose release
+ * frees the device memory, and a leader is a zombie while its other threads
+ * still tear the process down.  One of another namespace cannot be looked up
+ * and is dead once its lock is free.  A slot
  * without a lock (an anonymous region shared across fork, or a filesystem
  * without OFD locks) is judged by /proc, and only within one namespace: from
  * another one a pid names some other process, so the slot is kept.

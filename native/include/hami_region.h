@@ -200,7 +200,7 @@ int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
 void hami_region_unregister(hami_region *r, int slot);
 /* An exiting process: frees its slot if it holds no memory (returns 1).  A slot
  * still holding memory is left for the reclaim scan, which frees it once the
- * process is gone or a zombie -- when a driver has really freed that memory,
+ * process is gone or has finished exiting (every thread gone or a zombie) -- when a driver has really freed that memory,
  * not while the process is still running its exit handlers (returns 0). */
 int hami_region_leave(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
