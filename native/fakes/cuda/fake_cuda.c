@@ -275,10 +275,7 @@ static void device_reached(int dev) {
 
 static struct CUstream_st *g_streams[256]; /* created streams, for a device-wide synchronize */
 
-EXPORT CUresult cuCtxSynchronize(void) {
-    int dev;
-    CUresult rc = current_dev(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
+static CUresult synchronize_device(int dev) {
     hami_fake_synchronize(state_of(dev));
     device_reached(dev);
     pthread_mutex_lock(&fake_mu);
@@ -287,6 +284,19 @@ EXPORT CUresult cuCtxSynchronize(void) {
     pthread_mutex_unlock(&fake_mu);
     fake_pools_release_to_threshold();
     return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+    int dev;
+    CUresult rc = current_dev(&dev);
+    return rc != CUDA_SUCCESS ? rc : synchronize_device(dev);
+}
+
+/* CUDA 13: the context to synchronise (NULL: the current one). */
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    if (!ctx) return cuCtxSynchronize();
+    if (!valid_dev(ctx->device)) return CUDA_ERROR_INVALID_CONTEXT;
+    return synchronize_device(ctx->device);
 }
 
 /* ---- memory ---- */
@@ -300,22 +310,35 @@ CUresult fake_take(int dev, uint64_t bytes) {
 
 void fake_give(int dev, uint64_t bytes) { hami_fake_mem_give(state_of(dev), proc_of(dev), bytes); }
 
-static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes) {
+/* The 32-bit ABI's allocations come from below 4 GiB, where its pointers reach. */
+static uint64_t g_next_low_addr = 0x10000000ull;
+
+static CUresult alloc_from(int dev, CUdeviceptr *dptr, size_t bytes, uint64_t *next) {
     if (!dptr) return CUDA_ERROR_INVALID_VALUE;
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (next == &g_next_low_addr && __atomic_load_n(next, __ATOMIC_RELAXED) + bytes > 0xffffffffull)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fake_take(dev, bytes);
     if (rc != CUDA_SUCCESS) return rc;
     /* Addresses are never reused within a process, so a stale free cannot hit a new block. */
-    uint64_t addr = __atomic_fetch_add(&g_next_addr, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
+    uint64_t addr = __atomic_fetch_add(next, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
     hami_ptrmap_put(&g_ptrs, addr, bytes, dev);
     *dptr = addr;
     return CUDA_SUCCESS;
 }
 
+static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes) { return alloc_from(dev, dptr, bytes, &g_next_addr); }
+
 static CUresult alloc_current(CUdeviceptr *dptr, size_t bytes) {
     int dev;
     CUresult rc = current_dev(&dev);
     return rc != CUDA_SUCCESS ? rc : alloc_on(dev, dptr, bytes);
+}
+
+CUresult fake_alloc_low(CUdeviceptr *dptr, size_t bytes) {
+    int dev;
+    CUresult rc = current_dev(&dev);
+    return rc != CUDA_SUCCESS ? rc : alloc_from(dev, dptr, bytes, &g_next_low_addr);
 }
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return alloc_current(dptr, bytesize); }
@@ -445,15 +468,23 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
 
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
 
-/* The fake's streams are always idle once their kernels started: a query observes that. */
+/* A query answers as a real one: CUDA_ERROR_NOT_READY while the device still runs
+ * queued kernels, else CUDA_SUCCESS -- and the stream has then reached its frees. */
+static int device_busy(int dev) {
+    return __atomic_load_n(&state_of(dev)->busy_until_ns, __ATOMIC_ACQUIRE) > hami_fake_now_ns();
+}
+
 EXPORT CUresult cuStreamQuery(CUstream hStream) {
     CUstream s = fake_stream(hStream);
     if (!s) return CUDA_ERROR_INVALID_CONTEXT;
+    if (device_busy(s->device)) return CUDA_ERROR_NOT_READY;
     pthread_mutex_lock(&fake_mu);
     fake_stream_reached(s, UINT64_MAX);
     pthread_mutex_unlock(&fake_mu);
     return CUDA_SUCCESS;
 }
+
+EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
 
 EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
     struct CUevent_st *e = calloc(1, sizeof *e);
@@ -481,6 +512,17 @@ EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
         pthread_mutex_unlock(&fake_mu);
     }
     fake_pools_release_to_threshold();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventQuery(CUevent hEvent) {
+    if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
+    if (hEvent->stream) {
+        if (device_busy(hEvent->stream->device)) return CUDA_ERROR_NOT_READY;
+        pthread_mutex_lock(&fake_mu);
+        fake_stream_reached(hEvent->stream, hEvent->seq);
+        pthread_mutex_unlock(&fake_mu);
+    }
     return CUDA_SUCCESS;
 }
 

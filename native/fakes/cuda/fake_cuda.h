@@ -61,6 +61,8 @@ hami_fake_proc *fake_proc_of(int dev);
 /* Takes bytes of the device's capacity for this process (CUDA_ERROR_OUT_OF_MEMORY when full). */
 CUresult fake_take(int dev, uint64_t bytes);
 void fake_give(int dev, uint64_t bytes);
+/* cuMemAlloc of the 32-bit ABI: an address below 4 GiB (fake_cuda_v1.c). */
+CUresult fake_alloc_low(CUdeviceptr *dptr, size_t bytes);
 /* Fresh device addresses, never reused within a process. */
 uint64_t fake_new_va(uint64_t bytes);
 /* The stream a handle names (NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the current device's default). */

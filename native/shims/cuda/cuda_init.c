@@ -36,6 +36,7 @@ static void after_fork_child(void) {
     hami_cuda_array_after_fork();
     hami_cuda_pool_after_fork();
     hami_cuda_graph_after_fork();
+    hami_cuda_limits_after_fork();
 }
 
 /* UUID and PCI bus id of a CUDA ordinal, for the NVML utilization source and the NVML memory wrappers. */

@@ -17,7 +17,7 @@
     X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                               \
     X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz) X(cuGetProcAddress)             \
     X(cuGetProcAddress_v2) HAMI_CUDA_WRAPPED_VMM(X) HAMI_CUDA_WRAPPED_POOL(X) HAMI_CUDA_WRAPPED_ARRAY(X)    \
-    HAMI_CUDA_WRAPPED_GRAPH(X) HAMI_CUDA_WRAPPED_SYNC(X)
+    HAMI_CUDA_WRAPPED_GRAPH(X) HAMI_CUDA_WRAPPED_SYNC(X) HAMI_CUDA_WRAPPED_V1(X) X(cuCtxSetLimit)
 
 /* cuda_vmm.c: physical memory lives until its last mapping and its handle are gone */
 #define HAMI_CUDA_WRAPPED_VMM(X) X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle)
@@ -33,9 +33,14 @@
 #define HAMI_CUDA_WRAPPED_GRAPH(X)                                                                          \
     X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz)      \
     X(cuGraphInstantiate_v2) X(cuGraphExecDestroy) X(cuDeviceGraphMemTrim)
+/* cuda_memory.c, cuda_array.c: the v1 entry points of the 32-bit ABI (before CUDA 3.2) */
+#define HAMI_CUDA_WRAPPED_V1(X)                                                                             \
+    X(cuMemAlloc) X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuArrayCreate)       \
+    X(cuArray3DCreate)
 /* cuda_sync.c: where stream-ordered frees are known to be done and pools give memory back */
 #define HAMI_CUDA_WRAPPED_SYNC(X)                                                                           \
-    X(cuCtxSynchronize) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuEventSynchronize)
+    X(cuCtxSynchronize) X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)             \
+    X(cuEventSynchronize) X(cuStreamQuery) X(cuStreamQuery_ptsz) X(cuEventQuery)
 
 /* Driver functions the shim calls but does not replace.  X(name) */
 #define HAMI_CUDA_USED(X)                                                                                   \
@@ -44,7 +49,7 @@
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)                            \
     X(cuMemGetAllocationGranularity) X(cuArrayGetMemoryRequirements)                                        \
     X(cuMipmappedArrayGetMemoryRequirements) X(cuGraphGetNodes) X(cuGraphNodeGetType)                        \
-    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute)
+    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute) X(cuCtxGetLimit) X(cuDeviceGetAttribute)
 
 #define HAMI_DECLARE_REAL(name) __typeof__(&name) name;
 typedef struct hami_cuda_real {
@@ -104,6 +109,7 @@ void hami_cuda_vmm_after_fork(void);
 void hami_cuda_array_after_fork(void);
 void hami_cuda_pool_after_fork(void);
 void hami_cuda_graph_after_fork(void);
+void hami_cuda_limits_after_fork(void);
 
 /* cuda_init.c: "GPU-..." UUID and PCI bus id of a CUDA ordinal; non-zero when CUDA cannot say yet. */
 int hami_cuda_identity(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len);

@@ -14,10 +14,17 @@
  *   cuda_scenarios graph M               graphs with an M alloc+free node: instantiate, launch, destroy
  *   cuda_scenarios nvml                  NVML memory info of device 0 through dlopen + dlsym
  *   cuda_scenarios forkthreads N         fork; the child's N threads allocate 1 MiB each at once
+ *   cuda_scenarios legacy M              the v1 (32-bit ABI) entry points, through dlsym and cuGetProcAddress
+ *   cuda_scenarios sync13 M              M, cuMemFreeAsync, then CUDA 13's cuCtxSynchronize_v2 (called
+ *                                        directly, through dlsym and through cuGetProcAddress), then M again
+ *   cuda_scenarios query M               the same settled by cuEventQuery, then by cuStreamQuery
+ *   cuda_scenarios limits M              cuCtxSetLimit raising the malloc heap, printf FIFO and thread
+ *                                        stacks by 2M then M/2 beyond their defaults, with allocations between
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +320,143 @@ static int cmd_forkthreads(int n) {
     return 0;
 }
 
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+static void *lookup(const char *name, int version) {
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    return cuGetProcAddress_v2(name, &fn, version, 0, &st) == CUDA_SUCCESS ? fn : NULL;
+}
+
+static int cmd_legacy(size_t mib) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    __typeof__(&cuMemAlloc) alloc1 = (__typeof__(&cuMemAlloc))dlsym(h, "cuMemAlloc");
+    __typeof__(&cuMemFree) free1 = (__typeof__(&cuMemFree))dlsym(h, "cuMemFree");
+    __typeof__(&cuMemAllocPitch) pitch1 = (__typeof__(&cuMemAllocPitch))dlsym(h, "cuMemAllocPitch");
+    __typeof__(&cuArrayCreate) array1 = (__typeof__(&cuArrayCreate))dlsym(h, "cuArrayCreate");
+    __typeof__(&cuArray3DCreate) array3d1 = (__typeof__(&cuArray3DCreate))dlsym(h, "cuArray3DCreate");
+    __typeof__(&cuMemGetInfo) info1 = (__typeof__(&cuMemGetInfo))lookup("cuMemGetInfo", 3000);
+    __typeof__(&cuMemAlloc) gpa_alloc1 = (__typeof__(&cuMemAlloc))lookup("cuMemAlloc", 3000);
+    unsigned int big = (unsigned int)(2 * mib * MIB), pitch, f, t;
+    CUdeviceptr_v1 p;
+    say("dlsym_alloc_v1_2x", alloc1(&p, big));
+    say("gpa_alloc_v1_2x", gpa_alloc1(&p, big));
+    say("dlsym_pitch_v1_2x", pitch1(&p, &pitch, 1u << 20, (unsigned int)(2 * mib), 1));
+    CUDA_ARRAY_DESCRIPTOR_v1 d2 = {4096, (unsigned int)(2 * mib * 16), CU_AD_FORMAT_FLOAT, 4}; /* 64 KiB rows */
+    CUarray a;
+    int rc = array1(&a, &d2);
+    say("dlsym_array_v1_2x", rc);
+    if (rc == CUDA_SUCCESS) cuArrayDestroy(a);
+    CUDA_ARRAY3D_DESCRIPTOR_v1 d3 = {4096, (unsigned int)(mib * 16), 2, CU_AD_FORMAT_FLOAT, 4, 0};
+    rc = array3d1(&a, &d3);
+    say("dlsym_array3d_v1_2x", rc);
+    if (rc == CUDA_SUCCESS) cuArrayDestroy(a);
+    say("info_v1", info1(&f, &t));
+    printf("info_v1_total %u\n", t);
+    rc = alloc1(&p, (unsigned int)(mib * MIB));
+    say("dlsym_alloc_v1_1x", rc);
+    say("free_v1", rc == CUDA_SUCCESS ? (int)free1(p) : rc);
+    CUdeviceptr q;
+    rc = cuMemAlloc_v2(&q, mib * MIB); /* what the v1 free gave back is free again */
+    say("alloc_v2_after_free_v1", rc);
+    if (rc == CUDA_SUCCESS) cuMemFree_v2(q);
+    return 0;
+}
+
+/* Allocates M, frees it in stream order, settles with `settle`, and allocates M again. */
+static void settle_then_alloc(const char *what, size_t bytes, CUstream s, CUresult (*settle)(CUstream, void *),
+                              void *arg) {
+    CUdeviceptr a, b;
+    if (cuMemAlloc_v2(&a, bytes) != CUDA_SUCCESS || cuMemFreeAsync(a, s) != CUDA_SUCCESS) exit(5);
+    say(what, settle(s, arg));
+    int rc = cuMemAlloc_v2(&b, bytes);
+    char name[64];
+    snprintf(name, sizeof name, "alloc_after_%s", what);
+    say(name, rc);
+    if (rc == CUDA_SUCCESS) cuMemFree_v2(b);
+}
+
+static CUresult sync_direct(CUstream s, void *arg) {
+    (void)s, (void)arg;
+    return cuCtxSynchronize_v2(NULL);
+}
+static CUresult sync_by_pointer(CUstream s, void *fn) {
+    (void)s;
+    return fn ? ((__typeof__(&cuCtxSynchronize_v2))fn)(NULL) : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult event_query(CUstream s, void *arg) {
+    (void)arg;
+    CUevent e;
+    CUresult rc;
+    cuEventCreate(&e, 0);
+    cuEventRecord(e, s);
+    while ((rc = cuEventQuery(e)) == CUDA_ERROR_NOT_READY) sched_yield();
+    cuEventDestroy_v2(e);
+    return rc;
+}
+
+static CUresult stream_query(CUstream s, void *arg) {
+    (void)arg;
+    CUresult rc;
+    while ((rc = cuStreamQuery(s)) == CUDA_ERROR_NOT_READY) sched_yield();
+    return rc;
+}
+
+static int cmd_sync13(size_t mib) {
+    CUstream s = new_stream();
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    settle_then_alloc("ctx_sync_v2", mib * MIB, s, sync_direct, NULL);
+    settle_then_alloc("dlsym_ctx_sync_v2", mib * MIB, s, sync_by_pointer, dlsym(h, "cuCtxSynchronize_v2"));
+    settle_then_alloc("gpa13_ctx_sync", mib * MIB, s, sync_by_pointer, lookup("cuCtxSynchronize", 13000));
+    return 0;
+}
+
+static int cmd_query(size_t mib) {
+    CUstream s = new_stream();
+    settle_then_alloc("event_query", mib * MIB, s, event_query, NULL);
+    settle_then_alloc("stream_query", mib * MIB, s, stream_query, NULL);
+    return 0;
+}
+
+/* Sets `limit` so that it takes `extra` bytes more than its default. */
+static int raise_limit(CUlimit limit, size_t dflt, uint64_t extra) {
+    size_t value = dflt + extra;
+    if (limit == CU_LIMIT_STACK_SIZE) {
+        int sms = 0, threads = 0;
+        cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+        cuDeviceGetAttribute(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 0);
+        value = dflt + extra / ((uint64_t)sms * (uint64_t)threads);
+    }
+    return cuCtxSetLimit(limit, value);
+}
+
+static int cmd_limits(size_t mib) {
+    static const struct { CUlimit limit; const char *name; } LIMITS[] = {
+        {CU_LIMIT_MALLOC_HEAP_SIZE, "heap"}, {CU_LIMIT_PRINTF_FIFO_SIZE, "fifo"}, {CU_LIMIT_STACK_SIZE, "stack"}};
+    char name[64];
+    for (int i = 0; i < 3; i++) {
+        size_t dflt = 0;
+        cuCtxGetLimit(&dflt, LIMITS[i].limit);
+        snprintf(name, sizeof name, "%s_2x", LIMITS[i].name);
+        say(name, raise_limit(LIMITS[i].limit, dflt, 2 * mib * MIB));
+        snprintf(name, sizeof name, "%s_half", LIMITS[i].name);
+        say(name, raise_limit(LIMITS[i].limit, dflt, mib * MIB / 2));
+        CUdeviceptr p;
+        int rc = cuMemAlloc_v2(&p, mib * MIB); /* the raised limit holds M/2: M more does not fit */
+        snprintf(name, sizeof name, "alloc_after_%s", LIMITS[i].name);
+        say(name, rc);
+        if (rc == CUDA_SUCCESS) cuMemFree_v2(p);
+        snprintf(name, sizeof name, "%s_back", LIMITS[i].name);
+        say(name, cuCtxSetLimit(LIMITS[i].limit, dflt));
+        rc = cuMemAlloc_v2(&p, mib * MIB);
+        snprintf(name, sizeof name, "alloc_after_%s_back", LIMITS[i].name);
+        say(name, rc);
+        if (rc == CUDA_SUCCESS) cuMemFree_v2(p);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) return 2;
@@ -335,5 +479,9 @@ int main(int argc, char **argv) {
                                                               strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "graph")) return cmd_graph(m);
     if (!strcmp(cmd, "forkthreads")) return cmd_forkthreads((int)m);
+    if (!strcmp(cmd, "legacy")) return cmd_legacy(m);
+    if (!strcmp(cmd, "sync13")) return cmd_sync13(m);
+    if (!strcmp(cmd, "query")) return cmd_query(m);
+    if (!strcmp(cmd, "limits")) return cmd_limits(m);
     return 2;
 }
