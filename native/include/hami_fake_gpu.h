@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #define HAMI_FAKE_GPU_MAGIC 0x31414746494D4148ULL /* "HAMIFGA1" as little-endian bytes */
-#define HAMI_FAKE_GPU_VERSION 1u
+#define HAMI_FAKE_GPU_VERSION 2u
 #define HAMI_FAKE_GPU_MAX_DEVICES 16
 #define HAMI_FAKE_GPU_MAX_PROCS 64
 #define HAMI_FAKE_PROC_LOCKED 1u           /* the holder's "device node" lock guards the slot */
@@ -68,6 +68,9 @@ typedef struct hami_fake_device {
     uint64_t busy_until_ns;    /* CLOCK_MONOTONIC end of the virtual timeline */
     uint64_t launches;         /* kernels launched on this device */
     hami_fake_proc procs[HAMI_FAKE_GPU_MAX_PROCS];
+    /* Host memory behind this device's managed allocations (version 2): never device capacity. */
+    uint64_t host_bytes;
+    uint64_t host_peak_bytes;
 } hami_fake_device;
 
 typedef struct hami_fake_gpu_state {
@@ -80,7 +83,7 @@ typedef struct hami_fake_gpu_state {
 } hami_fake_gpu_state;
 
 _Static_assert(sizeof(hami_fake_proc) == 32, "fake GPU layout changed: bump HAMI_FAKE_GPU_VERSION");
-_Static_assert(sizeof(hami_fake_device) == 48 + 32 * HAMI_FAKE_GPU_MAX_PROCS, "fake GPU layout changed");
+_Static_assert(sizeof(hami_fake_device) == 48 + 32 * HAMI_FAKE_GPU_MAX_PROCS + 16, "fake GPU layout changed");
 
 /* ---- helpers shared by the fake runtimes (static inline: header-only) ---- */
 

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define HAMI_REGION_MAGIC 0x314E4752494D4148ULL /* "HAMIRGN1" as little-endian bytes */
-#define HAMI_REGION_VERSION 2u
+#define HAMI_REGION_VERSION 3u
 #define HAMI_REGION_MAX_DEVICES 16
 #define HAMI_REGION_MAX_PROCS 256
 
@@ -72,7 +72,7 @@ typedef struct hami_region_device {
     uint64_t memory_used;   /* bytes reserved by all live slots */
     uint64_t memory_peak;   /* high-water mark of memory_used */
     uint32_t core_limit;    /* percent; 0 or >= 100 = unlimited */
-    uint32_t reserved0;
+    uint32_t flags;         /* HAMI_DEV_*, written under the lock */
     /* token bucket (GCRA form): a launch may start at max(tat, now - burst) and
      * pushes tat by pace_ns.  Lock-free: one CAS per launch. */
     uint64_t tat_ns;
@@ -94,8 +94,16 @@ typedef struct hami_region_device {
     uint64_t nvml_busy_ns;    /* device time integrated from NVML samples so far */
     uint64_t nvml_seen_us;    /* timeStamp of the newest per-process sample integrated */
     uint64_t nvml_rates_ns;   /* CLOCK_MONOTONIC of the last device-wide reading (fallback) */
-    uint64_t pad[1];
+    /* Virtual device memory (HAMI_DEV_VIRTUAL): the part of memory_used that the card
+     * could not hold physically, served from host-backed managed memory instead. */
+    uint64_t spill_used;      /* bytes of memory_used served from host memory */
+    uint64_t spill_limit;     /* most bytes that may be served from host memory; 0 = up to memory_limit */
+    uint64_t spill_peak;      /* high-water mark of spill_used */
+    uint64_t pad[2];
 } hami_region_device;
+
+/* hami_region_device.flags */
+#define HAMI_DEV_VIRTUAL 1u   /* allocations the card cannot hold physically spill to host memory */
 
 /* hami_region_proc.flags */
 #define HAMI_PROC_LOCKED 1u   /* the process holds its slot's liveness lock */
@@ -108,6 +116,7 @@ typedef struct hami_region_proc {
     int32_t host_pid;       /* its pid as its /proc mount numbers it (NSpid, outermost): for people, not liveness */
     uint32_t reserved;
     uint64_t used[HAMI_REGION_MAX_DEVICES];
+    uint64_t spilled[HAMI_REGION_MAX_DEVICES]; /* the part of used[] served from host memory */
 } hami_region_proc;
 
 typedef struct hami_region_shm {
@@ -124,8 +133,8 @@ typedef struct hami_region_shm {
 /* The file layout is a contract between processes built at different times:
  * any change must bump HAMI_REGION_VERSION (old files are then refused). */
 _Static_assert(sizeof(hami_region_header) == 48, "region header layout changed: bump HAMI_REGION_VERSION");
-_Static_assert(sizeof(hami_region_device) == 160, "region device layout changed: bump HAMI_REGION_VERSION");
-_Static_assert(sizeof(hami_region_proc) == 160, "region slot layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_device) == 192, "region device layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_proc) == 288, "region slot layout changed: bump HAMI_REGION_VERSION");
 
 /* One process's handle on a region (process-local, never shared). */
 typedef struct hami_region {
@@ -154,6 +163,11 @@ typedef struct hami_device_info {
     int32_t util_valid;     /* 1 when util_x100 was measured in the last 2 s */
     uint64_t util_x100;
     uint64_t launches;
+    uint32_t flags;         /* HAMI_DEV_* */
+    uint32_t reserved;
+    uint64_t spill_used;
+    uint64_t spill_limit;
+    uint64_t spill_peak;
 } hami_device_info;
 
 typedef struct hami_proc_info {
@@ -205,6 +219,13 @@ void hami_region_unregister(hami_region *r, int slot);
 int hami_region_leave(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
+/* Virtual device memory: turns spilling on or off for a device, with a cap on host-backed bytes (0:
+ * up to the memory limit).  Spill accounting moves bytes the slot already reserved into its spilled
+ * part (HAMI_E_OOM past the cap, HAMI_E_INVALID when the device is not virtual); the release moves
+ * them back (the reservation itself goes with hami_region_release). */
+int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t spill_limit);
+int hami_region_spill(hami_region *r, int slot, int device, uint64_t bytes);
+void hami_region_unspill(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);
 int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
 int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);

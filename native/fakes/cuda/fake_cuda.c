@@ -343,8 +343,50 @@ CUresult fake_alloc_low(CUdeviceptr *dptr, size_t bytes) {
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return alloc_current(dptr, bytesize); }
 
+/* Managed memory lives in host memory until the device touches it, and the fake
+ * never touches: its bytes count on the host (host_bytes), not against the
+ * device's capacity -- the host side of virtual device memory.
+ * $HAMI_FAKE_HOST_MEMORY_MIB caps them (default: no cap). */
+#define HOST_BACKED (1 << 30) /* a pointer map entry's device, marked: host memory */
+
+static CUresult alloc_host(int dev, CUdeviceptr *dptr, size_t bytes) {
+    if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    hami_fake_device *d = state_of(dev);
+    const char *cap = getenv("HAMI_FAKE_HOST_MEMORY_MIB");
+    uint64_t limit = cap && *cap ? strtoull(cap, NULL, 10) << 20 : UINT64_MAX;
+    uint64_t now = __atomic_add_fetch(&d->host_bytes, bytes, __ATOMIC_ACQ_REL);
+    if (now > limit) {
+        __atomic_fetch_sub(&d->host_bytes, bytes, __ATOMIC_ACQ_REL);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint64_t peak = __atomic_load_n(&d->host_peak_bytes, __ATOMIC_ACQUIRE);
+    while (now > peak && !__atomic_compare_exchange_n(&d->host_peak_bytes, &peak, now, 1, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE)) {
+    }
+    uint64_t addr = __atomic_fetch_add(&g_next_addr, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
+    hami_ptrmap_put(&g_ptrs, addr, bytes, dev | HOST_BACKED);
+    *dptr = addr;
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-    return alloc_current(dptr, bytesize);
+    int dev;
+    CUresult rc = current_dev(&dev);
+    return rc != CUDA_SUCCESS ? rc : alloc_host(dev, dptr, bytesize);
+}
+
+/* Advice changes where managed pages would live, not how much memory they take here. */
+EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location) {
+    uint64_t size;
+    int32_t dev;
+    if (hami_ptrmap_take(&g_ptrs, devPtr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    hami_ptrmap_put(&g_ptrs, devPtr, size, dev);
+    return dev & HOST_BACKED && count <= size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device) {
+    CUmemLocation where = {device == CU_DEVICE_CPU ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE, device};
+    return cuMemAdvise_v2(devPtr, count, advice, where);
 }
 
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -362,7 +404,8 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     uint64_t size;
     int32_t dev;
     if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) == 0) {
-        fake_give(dev, size);
+        if (dev & HOST_BACKED) __atomic_fetch_sub(&state_of(dev & ~HOST_BACKED)->host_bytes, size, __ATOMIC_ACQ_REL);
+        else fake_give(dev, size);
         return CUDA_SUCCESS;
     }
     if (fake_pool_owns(dptr)) return fake_pool_free_now(dptr);
@@ -380,6 +423,10 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     int32_t dev;
     if (!s) return CUDA_ERROR_INVALID_CONTEXT;
     if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (dev & HOST_BACKED) { /* host memory: nothing of the device's waits for the stream */
+        __atomic_fetch_sub(&state_of(dev & ~HOST_BACKED)->host_bytes, size, __ATOMIC_ACQ_REL);
+        return CUDA_SUCCESS;
+    }
     pthread_mutex_lock(&fake_mu);
     CUresult rc = fake_defer_free(s, -1, dev, size);
     pthread_mutex_unlock(&fake_mu);

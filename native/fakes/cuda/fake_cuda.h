@@ -61,6 +61,8 @@ hami_fake_proc *fake_proc_of(int dev);
 /* Takes bytes of the device's capacity for this process (CUDA_ERROR_OUT_OF_MEMORY when full). */
 CUresult fake_take(int dev, uint64_t bytes);
 void fake_give(int dev, uint64_t bytes);
+/* The pre-12.2 advice (CUDA 13's cuda.h gives the name to the location form; the fake exports both). */
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device);
 /* cuMemAlloc of the 32-bit ABI: an address below 4 GiB (fake_cuda_v1.c). */
 CUresult fake_alloc_low(CUdeviceptr *dptr, size_t bytes);
 /* Fresh device addresses, never reused within a process. */

@@ -11,6 +11,7 @@
 #define ENTRY(name) {#name, (void *)name}
 
 void hamiFakeCudaSetKernelNs(uint64_t ns);
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device); /* fake_cuda.c */
 
 static const struct { const char *name; void *fn; } TABLE[] = {
     ENTRY(cuInit), ENTRY(cuDriverGetVersion), ENTRY(cuDeviceGetCount), ENTRY(cuDeviceGet),
@@ -36,6 +37,7 @@ static const struct { const char *name; void *fn; } TABLE[] = {
     ENTRY(cuMemAllocFromPoolAsync), ENTRY(cuMemAllocFromPoolAsync_ptsz), ENTRY(cuMemPoolCreate),
     ENTRY(cuMemPoolDestroy), ENTRY(cuMemPoolTrimTo), ENTRY(cuMemPoolGetAttribute), ENTRY(cuMemPoolSetAttribute),
     ENTRY(cuDeviceGetDefaultMemPool), ENTRY(cuDeviceGetMemPool), ENTRY(cuDeviceSetMemPool),
+    ENTRY(cuMemAdvise), ENTRY(cuMemAdvise_v2),
     /* context limits */
     ENTRY(cuCtxSetLimit), ENTRY(cuCtxGetLimit), ENTRY(cuDeviceGetAttribute),
     /* the 32-bit ABI */

@@ -35,6 +35,37 @@ static CUresult finish_alloc(CUresult rc, int dev, uint64_t bytes, CUdeviceptr *
     return rc;
 }
 
+/* Virtual device memory: an allocation within the share that the card cannot
+ * hold physically is served from managed memory the driver keeps on the host
+ * (preferred location: host), counted in the region as spilled.  The share's
+ * limit still bounds the whole, device and host parts together. */
+typedef CUresult (*advise_v1_fn)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
+
+static CUresult prefer_host(CUdeviceptr p, size_t bytes) {
+    if (hami_real.cuMemAdvise_v2) {
+        CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+        return hami_real.cuMemAdvise_v2(p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
+    }
+    /* drivers before CUDA 12.2: the device form, the CPU as a device */
+    advise_v1_fn v1 = hami_cuda_driver ? (advise_v1_fn)hami_real_dlsym(hami_cuda_driver, "cuMemAdvise") : NULL;
+    return v1 ? v1(p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_DEVICE_CPU) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult spill(int dev, CUdeviceptr *dptr, size_t bytes) {
+    if (!hami_real.cuMemAllocManaged || hami_shim_spill(dev, bytes) != HAMI_OK) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = hami_real.cuMemAllocManaged(dptr, bytes, CU_MEM_ATTACH_GLOBAL);
+    if (rc == CUDA_SUCCESS && prefer_host(*dptr, bytes) != CUDA_SUCCESS) {
+        hami_real.cuMemFree_v2(*dptr);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc != CUDA_SUCCESS) {
+        hami_shim_unspill(dev, bytes);
+        return rc;
+    }
+    hami_ptrmap_put(&hami_cuda_ptrs, *dptr, bytes, dev | HAMI_PTR_SPILLED);
+    return CUDA_SUCCESS;
+}
+
 HAMI_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     hami_cuda_ensure();
     REAL_OR_FAIL(cuMemAlloc_v2);
@@ -42,7 +73,12 @@ HAMI_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     int dev = hami_cuda_current_device();
     CUresult rc = reserve(dev, bytesize);
     if (rc != CUDA_SUCCESS) return rc;
-    return finish_alloc(hami_real.cuMemAlloc_v2(dptr, bytesize), dev, bytesize, dptr);
+    rc = hami_real.cuMemAlloc_v2(dptr, bytesize);
+    if (HAMI_UNLIKELY(rc == CUDA_ERROR_OUT_OF_MEMORY) && dptr && hami_shim_virtual(dev)) {
+        rc = spill(dev, dptr, bytesize);
+        if (rc == CUDA_SUCCESS) return rc;
+    }
+    return finish_alloc(rc, dev, bytesize, dptr);
 }
 
 HAMI_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
@@ -189,12 +225,16 @@ void hami_cuda_memory_after_fork(void) {
 static CUresult free_ptr(uint64_t key, CUresult (*call)(uint64_t, void *), void *ctx, int async) {
     if (!hami_shim_accounting()) return call(key, ctx);
     uint64_t size;
-    int32_t dev;
-    if (hami_ptrmap_take(&hami_cuda_ptrs, key, &size, &dev) == 0) {
+    int32_t entry;
+    if (hami_ptrmap_take(&hami_cuda_ptrs, key, &size, &entry) == 0) {
         CUresult rc = call(key, ctx);
-        if (rc != CUDA_SUCCESS)
-            hami_ptrmap_put(&hami_cuda_ptrs, key, size, dev);
-        else if (async)
+        int dev = entry & ~HAMI_PTR_SPILLED;
+        if (rc != CUDA_SUCCESS) {
+            hami_ptrmap_put(&hami_cuda_ptrs, key, size, entry);
+            return rc;
+        }
+        if (entry & HAMI_PTR_SPILLED) hami_shim_unspill(dev, size); /* host bytes: back at once */
+        if (async)
             defer_release(dev, size);
         else
             hami_shim_release(dev, size);

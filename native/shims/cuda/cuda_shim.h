@@ -49,7 +49,7 @@
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)                            \
     X(cuMemGetAllocationGranularity) X(cuArrayGetMemoryRequirements)                                        \
     X(cuMipmappedArrayGetMemoryRequirements) X(cuGraphGetNodes) X(cuGraphNodeGetType)                        \
-    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute) X(cuCtxGetLimit) X(cuDeviceGetAttribute)
+    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute) X(cuCtxGetLimit) X(cuDeviceGetAttribute) X(cuMemAdvise_v2)
 
 #define HAMI_DECLARE_REAL(name) __typeof__(&name) name;
 typedef struct hami_cuda_real {
@@ -58,6 +58,7 @@ typedef struct hami_cuda_real {
 } hami_cuda_real;
 
 extern hami_cuda_real hami_real;
+extern void *hami_cuda_driver; /* the libcuda.so.1 handle the real entry points came from */
 extern int hami_cuda_ready;
 extern hami_ptrmap hami_cuda_ptrs;
 
@@ -85,6 +86,8 @@ static inline int hami_cuda_current_device(void) {
  * back what this process's pools and graph allocator cache idly (`held`: a
  * pool whose lock the caller holds), then tries once more. */
 CUresult hami_cuda_reserve(int dev, uint64_t bytes, const void *held);
+/* A pointer map entry's device, marked when the allocation was served from host memory. */
+#define HAMI_PTR_SPILLED (1 << 30)
 /* After a synchronisation: what cuMemFreeAsync freed of cuMemAlloc allocations is given back. */
 void hami_cuda_release_deferred(void);
 void hami_cuda_memory_after_fork(void);

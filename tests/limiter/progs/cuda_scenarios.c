@@ -18,6 +18,8 @@
  *   cuda_scenarios sync13 M              M, cuMemFreeAsync, then CUDA 13's cuCtxSynchronize_v2 (called
  *                                        directly, through dlsym and through cuGetProcAddress), then M again
  *   cuda_scenarios query M               the same settled by cuEventQuery, then by cuStreamQuery
+ *   cuda_scenarios spill M N             N allocations of M with cuMemAlloc_v2 (each printed), READY, and on a
+ *                                        line of input: free them all, print "freed", READY again, exit on EOF
  *   cuda_scenarios limits M              cuCtxSetLimit raising the malloc heap, printf FIFO and thread
  *                                        stacks by 2M then M/2 beyond their defaults, with allocations between
  */
@@ -457,6 +459,32 @@ static int cmd_limits(size_t mib) {
     return 0;
 }
 
+static int cmd_spill(size_t mib, int n) {
+    CUdeviceptr p[64];
+    int held = 0;
+    char name[32], line[8];
+    for (int i = 0; i < n && i < 64; i++) {
+        int rc = cuMemAlloc_v2(&p[held], mib * MIB);
+        snprintf(name, sizeof name, "alloc%d", i + 1);
+        say(name, rc);
+        held += rc == CUDA_SUCCESS;
+    }
+    size_t f = 0, t = 0;
+    cuMemGetInfo_v2(&f, &t);
+    printf("meminfo free=%zu total=%zu\n", f, t);
+    printf("READY\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) return 0;
+    int bad = 0;
+    while (held > 0) bad |= (int)cuMemFree_v2(p[--held]);
+    say("freed", bad);
+    printf("READY\n");
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin)) {
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) return 2;
@@ -483,5 +511,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sync13")) return cmd_sync13(m);
     if (!strcmp(cmd, "query")) return cmd_query(m);
     if (!strcmp(cmd, "limits")) return cmd_limits(m);
+    if (!strcmp(cmd, "spill") && argc >= 4) return cmd_spill(m, atoi(argv[3]));
     return 2;
 }
