@@ -186,6 +186,11 @@ class RequestPart(HamiModel):
     partition: str | None = Field(default=None, description="a profile name, or 'auto' for the smallest that fits")
     precision: Precision | None = None
     numa_node: int | None = Field(default=None, ge=0)
+    virtual_memory: bool = Field(
+        default=False,
+        alias="virtual-memory",
+        description="what the card cannot hold physically of this share is served from host memory (limiter)",
+    )
 
     @model_validator(mode="after")
     def _one_memory_form(self) -> Self:
@@ -431,6 +436,9 @@ class AllocationUsage(HamiModel):
     memory_used_mib: MetricValue = NOT_AVAILABLE
     utilization_pct: MetricValue = NOT_AVAILABLE
     processes: list[ProcessUsage] = Field(default_factory=list)
+    memory_spilled_mib: MetricValue = Field(
+        default=NOT_AVAILABLE, description="the part of memory_used_mib served from host memory (virtual memory)"
+    )
 
 
 class Metrics(HamiModel):

@@ -14,12 +14,16 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 
 
-def _region_usage(handle: DeviceHandle, device: Device) -> tuple[MetricValue, MetricValue, list[ProcessUsage]]:
+_Usage = tuple[MetricValue, MetricValue, list[ProcessUsage], MetricValue]
+_UNKNOWN: _Usage = (NOT_AVAILABLE, NOT_AVAILABLE, [], NOT_AVAILABLE)
+
+
+def _region_usage(handle: DeviceHandle, device: Device) -> _Usage:
     """Live usage the limiter's region records for this device's slot in the handle."""
     info = device.info
     path = handle.region_for(info.node, info.vendor)
     if path is None:
-        return NOT_AVAILABLE, NOT_AVAILABLE, []
+        return _UNKNOWN
     vendor_grants = [g for g in handle.grants if g.vendor == info.vendor and g.node == info.node]
     slot = next(i for i, g in enumerate(vendor_grants) if g.uuid == device.uuid)
     from hami_devices import limiter
@@ -32,13 +36,13 @@ def _region_usage(handle: DeviceHandle, device: Device) -> tuple[MetricValue, Me
             records = [r for r in region.device_usage() if r.device == slot]
             processes = [p for p in region.process_usage() if p.device == slot and p.alive]
     except (LimiterError, OSError):
-        return NOT_AVAILABLE, NOT_AVAILABLE, []
+        return _UNKNOWN
     if not records:
-        return NOT_AVAILABLE, NOT_AVAILABLE, []
+        return _UNKNOWN
     record = records[0]
     utilization: MetricValue = NOT_AVAILABLE if record.utilization_pct is None else record.utilization_pct
     procs = [ProcessUsage(pid=p.pid, memory_used_mib=p.memory_used_bytes / MIB) for p in processes]
-    return record.memory_used_bytes / MIB, utilization, procs
+    return record.memory_used_bytes / MIB, utilization, procs, record.memory_spilled_bytes / MIB
 
 
 def build_metrics(device: Device) -> Metrics:
@@ -50,7 +54,7 @@ def build_metrics(device: Device) -> Metrics:
     allocations: list[AllocationUsage] = []
     for handle in handles:
         for grant in (g for g in handle.grants if g.uuid == device.uuid):
-            used, utilization, procs = _region_usage(handle, device)
+            used, utilization, procs, spilled = _region_usage(handle, device)
             allocations.append(
                 AllocationUsage(
                     handle_id=handle.id,
@@ -60,6 +64,7 @@ def build_metrics(device: Device) -> Metrics:
                     memory_used_mib=used,
                     utilization_pct=utilization,
                     processes=procs,
+                    memory_spilled_mib=spilled,
                 )
             )
     return Metrics(

@@ -12,8 +12,17 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import pytest
+
+from hami_devices import discover
+from hami_devices.config import parse_config
+from hami_devices.device import Device
+from hami_devices.inventory import parse_inventory
+from hami_devices.ledger import SqliteLedger
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
+from hami_devices.observability.regions import RegionReader
 from tests.limiter.conftest import Drivers
 from tests.limiter.helpers import Env
 
@@ -88,7 +97,8 @@ def test_virtual_share_spills_beyond_the_free_card_up_to_its_limit(drivers: Driv
 
 
 def test_host_cap_bounds_what_spills(drivers: Drivers, wenv: Env) -> None:
-    Region.create(wenv.region, [DeviceLimit(128 * MIB, 0, virtual_memory=True, host_spill_limit_bytes=64 * MIB)]).close()
+    capped = DeviceLimit(128 * MIB, 0, virtual_memory=True, host_spill_limit_bytes=64 * MIB)
+    Region.create(wenv.region, [capped]).close()
     env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="256")
     with hog(drivers, wenv, 200):
         proc = spill(drivers, env, 4)
@@ -130,3 +140,49 @@ def test_private_region_takes_virtual_memory_from_the_environment(drivers: Drive
         finally:
             proc.kill()
             proc.wait()
+
+
+INVENTORY = {"nodes": [{"name": "n", "devices": [{"vendor": "nvidia", "model": "T4", "count": 1}]}]}
+
+
+def _device(ledger_path: Path, overcommit: float = 1.0) -> Device:
+    config = parse_config({"device-plugin": {"memory-overcommit": overcommit, "virtual-memory-host-limit-mib": 0}})
+    (dev,) = discover(parse_inventory(INVENTORY), ledger=SqliteLedger(ledger_path), config=config)
+    return dev
+
+
+@pytest.mark.parametrize("how", ["request", "overcommit"])
+def test_allocation_spills_and_reports_it(drivers: Drivers, wenv: Env, tmp_path: Path, how: str) -> None:
+    # A request part asking for virtual memory, or a device plugin that overcommits memory: the allocation's
+    # region is virtual, and monitor and the exporter's reading show what it spilled.
+    device = _device(tmp_path / "ledger.db", overcommit=2.0 if how == "overcommit" else 1.0)
+    part: dict[str, object] = {"memory_mib": 128, "cores": 10}
+    if how == "request":
+        part["virtual-memory"] = True
+    handle = device.allocate({"parts": [part]})
+    env = {**wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="256"), **handle.env}
+    with hog(drivers, wenv, 200):
+        proc = spill(drivers, env, 4)
+        try:
+            f = read_until_ready(proc)
+            assert [f[f"alloc{i}"] for i in range(1, 5)] == [OK, OK, OK, OK]
+            (usage,) = device.monitor().allocations
+            assert usage.memory_used_mib == 128 and usage.memory_spilled_mib == 96
+            (reading,) = RegionReader().read([handle])
+            assert reading.grants[device.uuid].memory_spilled_bytes == 96 * MIB
+        finally:
+            proc.kill()
+            proc.wait()
+    device.release(handle)
+
+
+def test_a_plain_allocation_is_not_virtual(wenv: Env, tmp_path: Path) -> None:
+    device = _device(tmp_path / "ledger.db")
+    handle = device.allocate({"parts": [{"memory_mib": 128, "cores": 10}]})
+    path = handle.region_for("n", "nvidia")
+    assert path is not None
+    with Region.open(path) as region:
+        assert not region.device_usage()[0].virtual_memory
+    (usage,) = device.monitor().allocations
+    assert usage.memory_spilled_mib == 0
+    device.release(handle)
