@@ -13,7 +13,33 @@ int hami_region_device_count(const hami_region *r) { return r->device_count; }
 
 static uint64_t minus(uint64_t a, uint64_t b) { return a >= b ? a - b : 0; }
 
+static int holds(const hami_region_shared *e, int slot) { return (e->holders[slot / 64] >> (slot % 64)) & 1; }
+
+static void drop_holder_locked(hami_region *r, int entry, int slot) {
+    hami_region_shared *e = &r->shm->shared[entry];
+    if (e->payer < 0 || !holds(e, slot)) return;
+    e->holders[slot / 64] &= ~(1ull << (slot % 64));
+    if (e->payer != slot) return;
+    int next = -1;
+    for (int s = 0; s < HAMI_REGION_MAX_PROCS && next < 0; s++)
+        if (holds(e, s) && r->shm->proc[s].pid != 0) next = s;
+    hami_region_proc *from = &r->shm->proc[slot];
+    uint64_t b = e->size <= from->used[e->device] ? e->size : from->used[e->device];
+    from->used[e->device] -= b;
+    if (next >= 0) { /* the memory lives on in another holder: so does its charge */
+        r->shm->proc[next].used[e->device] += b;
+        e->payer = next;
+        return;
+    }
+    hami_region_device *d = &r->shm->dev[e->device];
+    STORE(d->memory_used, minus(LOAD(d->memory_used), b));
+    memset(e, 0, sizeof *e);
+    e->payer = -1;
+}
+
 static void free_slot_locked(hami_region *r, hami_region_proc *p) {
+    int self = (int)(p - r->shm->proc);
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED; i++) drop_holder_locked(r, i, self);
     for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++) {
         uint64_t b = p->used[d], s = p->spilled[d];
         hami_region_device *dev = &r->shm->dev[d];
@@ -279,6 +305,50 @@ int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t sp
     STORE(d->flags, enabled ? d->flags | HAMI_DEV_VIRTUAL : d->flags & ~HAMI_DEV_VIRTUAL);
     hami_region_unlock(r);
     return HAMI_OK;
+}
+
+int hami_region_share(hami_region *r, int slot, int device, uint64_t size, uint64_t key_dev, uint64_t key_ino) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS || device < 0 || device >= r->device_count) return -HAMI_E_INVALID;
+    if (hami_region_lock(r) != HAMI_OK) return -HAMI_E_LOCK;
+    int found = -1;
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED && found < 0; i++) {
+        hami_region_shared *e = &r->shm->shared[i];
+        if (e->payer < 0 && e->size == 0) {
+            e->key_dev = key_dev;
+            e->key_ino = key_ino;
+            e->size = size;
+            e->device = device;
+            e->holders[slot / 64] |= 1ull << (slot % 64);
+            e->payer = slot;
+            found = i;
+        }
+    }
+    hami_region_unlock(r);
+    return found >= 0 ? found : -HAMI_E_NOSLOT;
+}
+
+int hami_region_join(hami_region *r, int slot, uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS) return -1;
+    if (hami_region_lock(r) != HAMI_OK) return -1;
+    int found = -1;
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED && found < 0; i++) {
+        hami_region_shared *e = &r->shm->shared[i];
+        if (e->payer >= 0 && e->size && e->key_dev == key_dev && e->key_ino == key_ino) {
+            e->holders[slot / 64] |= 1ull << (slot % 64);
+            *size = e->size;
+            *device = e->device;
+            found = i;
+        }
+    }
+    hami_region_unlock(r);
+    return found;
+}
+
+void hami_region_leave_shared(hami_region *r, int slot, int entry) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS || entry < 0 || entry >= HAMI_REGION_MAX_SHARED) return;
+    if (hami_region_lock(r) != HAMI_OK) return;
+    drop_holder_locked(r, entry, slot);
+    hami_region_unlock(r);
 }
 
 int hami_region_spill(hami_region *r, int slot, int device, uint64_t bytes) {

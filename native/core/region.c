@@ -52,6 +52,7 @@ static int init_lock(pthread_mutex_t *m) {
 static int fill_region(hami_region_shm *shm, int device_count, const uint64_t *mem, const uint32_t *core) {
     memset(shm, 0, sizeof *shm);
     if (init_lock(&shm->lock) != 0) return -1;
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED; i++) shm->shared[i].payer = -1;
     for (int d = 0; d < device_count; d++) {
         shm->dev[d].memory_limit = mem ? mem[d] : 0;
         uint32_t c = core ? core[d] : 0;

@@ -35,6 +35,7 @@
 #define HAMI_REGION_VERSION 3u
 #define HAMI_REGION_MAX_DEVICES 16
 #define HAMI_REGION_MAX_PROCS 256
+#define HAMI_REGION_MAX_SHARED 64
 
 /* Return codes of the core API (negative errno values are also possible). */
 #define HAMI_OK 0
@@ -119,6 +120,18 @@ typedef struct hami_region_proc {
     uint64_t spilled[HAMI_REGION_MAX_DEVICES]; /* the part of used[] served from host memory */
 } hami_region_proc;
 
+/* A VMM allocation exported as a shareable handle: the physical memory lives while
+ * any process holds a handle to it or a mapping of it, in whichever process.  It
+ * is charged once, to one of its holders (the payer); when the payer lets go, the
+ * charge moves to another holder, and with the last holder it goes. */
+typedef struct hami_region_shared {
+    uint64_t key_dev, key_ino;  /* identity of the exported handle (fstat of the POSIX fd) */
+    uint64_t size;
+    int32_t device;
+    int32_t payer;              /* slot whose used[device] carries the charge; -1 = entry free */
+    uint64_t holders[HAMI_REGION_MAX_PROCS / 64]; /* bit s: slot s holds a handle or mapping */
+} hami_region_shared;
+
 typedef struct hami_region_shm {
     hami_region_header hdr;
     uint8_t pad0[64 - sizeof(hami_region_header) % 64];
@@ -128,6 +141,7 @@ typedef struct hami_region_shm {
     uint64_t last_reclaim_ns;        /* rate-limits reclaim scans on the OOM path */
     hami_region_device dev[HAMI_REGION_MAX_DEVICES];
     hami_region_proc proc[HAMI_REGION_MAX_PROCS];
+    hami_region_shared shared[HAMI_REGION_MAX_SHARED];
 } hami_region_shm;
 
 /* The file layout is a contract between processes built at different times:
@@ -135,6 +149,7 @@ typedef struct hami_region_shm {
 _Static_assert(sizeof(hami_region_header) == 48, "region header layout changed: bump HAMI_REGION_VERSION");
 _Static_assert(sizeof(hami_region_device) == 192, "region device layout changed: bump HAMI_REGION_VERSION");
 _Static_assert(sizeof(hami_region_proc) == 288, "region slot layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_shared) == 64, "region shared-allocation layout changed: bump HAMI_REGION_VERSION");
 
 /* One process's handle on a region (process-local, never shared). */
 typedef struct hami_region {
@@ -224,6 +239,14 @@ void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
  * part (HAMI_E_OOM past the cap, HAMI_E_INVALID when the device is not virtual); the release moves
  * them back (the reservation itself goes with hami_region_release). */
 int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t spill_limit);
+/* Shared physical allocations (VMM shareable handles).  share: the slot, which already carries
+ * the allocation's charge, exports it under a key; returns the entry (or -HAMI_E_*).  join: a
+ * slot that imported a handle of that key becomes a holder; returns the entry and its size and
+ * device, or -1 when no process of this region exported it.  leave: the slot holds no handle or
+ * mapping of it any more; the charge moves to another holder, or goes with the last one. */
+int hami_region_share(hami_region *r, int slot, int device, uint64_t size, uint64_t key_dev, uint64_t key_ino);
+int hami_region_join(hami_region *r, int slot, uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device);
+void hami_region_leave_shared(hami_region *r, int slot, int entry);
 int hami_region_spill(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_unspill(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);

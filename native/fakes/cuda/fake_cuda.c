@@ -77,6 +77,7 @@ static int ready(void) {
 }
 
 int fake_ready(void) { return ready(); }
+uint64_t fake_state_stamp(void) { return ready() ? g_state->created_ns : 0; }
 
 static hami_fake_proc *proc_of(int dev) {
     hami_fake_proc *p = __atomic_load_n(&g_proc[dev], __ATOMIC_ACQUIRE);
@@ -303,6 +304,7 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
 
 CUresult fake_take(int dev, uint64_t bytes) {
     hami_fake_device *d = state_of(dev);
+    fake_share_reap(); /* exported memory whose holders are all gone is free again */
     if (hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     if (hami_fake_reap_dead(d) > 0 && hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -33,6 +33,7 @@ static const struct { const char *name; void *fn; } TABLE[] = {
     /* VMM */
     ENTRY(cuMemGetAllocationGranularity), ENTRY(cuMemAddressReserve), ENTRY(cuMemAddressFree), ENTRY(cuMemMap),
     ENTRY(cuMemUnmap), ENTRY(cuMemRetainAllocationHandle), ENTRY(cuMemSetAccess),
+    ENTRY(cuMemExportToShareableHandle), ENTRY(cuMemImportFromShareableHandle),
     /* pools */
     ENTRY(cuMemAllocFromPoolAsync), ENTRY(cuMemAllocFromPoolAsync_ptsz), ENTRY(cuMemPoolCreate),
     ENTRY(cuMemPoolDestroy), ENTRY(cuMemPoolTrimTo), ENTRY(cuMemPoolGetAttribute), ENTRY(cuMemPoolSetAttribute),

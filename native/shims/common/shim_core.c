@@ -202,3 +202,18 @@ void hami_shim_unspill(int device, uint64_t bytes) {
     if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
         hami_region_unspill(hami_g_shim.region, hami_g_shim.slot, device, bytes);
 }
+
+int hami_shim_share(int device, uint64_t size, uint64_t key_dev, uint64_t key_ino) {
+    if (hami_g_shim.mode != HAMI_SHIM_ACTIVE || hami_g_shim.slot < 0) return -1;
+    return hami_region_share(hami_g_shim.region, hami_g_shim.slot, device, size, key_dev, key_ino);
+}
+
+int hami_shim_join(uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device) {
+    if (hami_g_shim.mode != HAMI_SHIM_ACTIVE || ensure_slot() != HAMI_OK) return -1;
+    return hami_region_join(hami_g_shim.region, hami_g_shim.slot, key_dev, key_ino, size, device);
+}
+
+void hami_shim_leave_shared(int entry) {
+    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
+        hami_region_leave_shared(hami_g_shim.region, hami_g_shim.slot, entry);
+}

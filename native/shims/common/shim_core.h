@@ -39,6 +39,10 @@ void hami_shim_setup(const hami_shim_config *cfg);
 /* HAMI_OK, HAMI_E_OOM, or another HAMI_E_* when the shim is broken. */
 int hami_shim_reserve(int device, uint64_t bytes);
 void hami_shim_release(int device, uint64_t bytes);
+/* Shared physical allocations (VMM shareable handles), through the region: see hami_region_share. */
+int hami_shim_share(int device, uint64_t size, uint64_t key_dev, uint64_t key_ino);
+int hami_shim_join(uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device);
+void hami_shim_leave_shared(int entry);
 /* Virtual device memory: moves reserved bytes into (out of) this process's spilled part. */
 int hami_shim_spill(int device, uint64_t bytes);
 void hami_shim_unspill(int device, uint64_t bytes);

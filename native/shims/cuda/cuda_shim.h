@@ -20,7 +20,9 @@
     HAMI_CUDA_WRAPPED_GRAPH(X) HAMI_CUDA_WRAPPED_SYNC(X) HAMI_CUDA_WRAPPED_V1(X) X(cuCtxSetLimit)
 
 /* cuda_vmm.c: physical memory lives until its last mapping and its handle are gone */
-#define HAMI_CUDA_WRAPPED_VMM(X) X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle)
+#define HAMI_CUDA_WRAPPED_VMM(X)                                                                            \
+    X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle)                 \
+    X(cuMemImportFromShareableHandle)
 /* cuda_pool.c: stream-ordered allocations are charged as the pool's reserved memory */
 #define HAMI_CUDA_WRAPPED_POOL(X)                                                                           \
     X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) X(cuMemPoolCreate) X(cuMemPoolDestroy)         \

@@ -20,11 +20,17 @@
  *   cuda_scenarios query M               the same settled by cuEventQuery, then by cuStreamQuery
  *   cuda_scenarios spill M N             N allocations of M with cuMemAlloc_v2 (each printed), READY, and on a
  *                                        line of input: free them all, print "freed", READY again, exit on EOF
+ *   cuda_scenarios share M N             N times: create M, export it as a POSIX fd, import that fd, release
+ *                                        the original and map the imported handle (kept), printing each create
+ *   cuda_scenarios share-export M        create M, export it: print "fd N", READY; on a line of input release
+ *                                        the handle, print "released", READY; exit on EOF
+ *   cuda_scenarios share-import PATH     import the fd at PATH (/proc/<pid>/fd/<n>), map it: READY, exit on EOF
  *   cuda_scenarios limits M              cuCtxSetLimit raising the malloc heap, printf FIFO and thread
  *                                        stacks by 2M then M/2 beyond their defaults, with allocations between
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -485,6 +491,72 @@ static int cmd_spill(size_t mib, int n) {
     return 0;
 }
 
+static int export_fd(CUmemGenericAllocationHandle h) {
+    int fd = -1;
+    int rc = cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    return rc == CUDA_SUCCESS ? fd : -rc;
+}
+
+static int map_handle(CUmemGenericAllocationHandle h, size_t bytes) {
+    CUdeviceptr va;
+    int rc = cuMemAddressReserve(&va, bytes, 0, 0, 0);
+    return rc != CUDA_SUCCESS ? rc : (int)cuMemMap(va, bytes, 0, h, 0);
+}
+
+static int cmd_share(size_t mib, int n) {
+    size_t bytes = mib * MIB;
+    CUmemAllocationProp prop = device_prop(0);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    char name[32];
+    for (int i = 0; i < n; i++) {
+        CUmemGenericAllocationHandle h, imported;
+        int rc = cuMemCreate(&h, bytes, &prop, 0);
+        snprintf(name, sizeof name, "create%d", i + 1);
+        say(name, rc);
+        if (rc != CUDA_SUCCESS) continue;
+        int fd = export_fd(h);
+        if (fd < 0 || cuMemImportFromShareableHandle(&imported, (void *)(intptr_t)fd, prop.requestedHandleTypes) ||
+            cuMemRelease(h) || map_handle(imported, bytes)) {
+            say("share_failed", fd);
+            return 5;
+        }
+        close(fd);
+    }
+    return 0;
+}
+
+static void wait_line(void) {
+    char line[8];
+    printf("READY\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) exit(0);
+}
+
+static int cmd_share_export(size_t mib) {
+    CUmemAllocationProp prop = device_prop(0);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle h;
+    int rc = cuMemCreate(&h, mib * MIB, &prop, 0);
+    say("create", rc);
+    printf("fd %d\n", rc == CUDA_SUCCESS ? export_fd(h) : -1);
+    wait_line();
+    say("released", cuMemRelease(h));
+    wait_line();
+    while (getchar() != EOF) {
+    }
+    return 0;
+}
+
+static int cmd_share_import(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    CUmemGenericAllocationHandle h;
+    int rc = fd < 0 ? -1 : (int)cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    say("import", rc);
+    if (rc == CUDA_SUCCESS) say("map", map_handle(h, 48 * MIB));
+    wait_line();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) return 2;
@@ -511,6 +583,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sync13")) return cmd_sync13(m);
     if (!strcmp(cmd, "query")) return cmd_query(m);
     if (!strcmp(cmd, "limits")) return cmd_limits(m);
+    if (!strcmp(cmd, "share") && argc >= 4) return cmd_share(m, atoi(argv[3]));
+    if (!strcmp(cmd, "share-export")) return cmd_share_export(m);
+    if (!strcmp(cmd, "share-import") && argc >= 3) return cmd_share_import(argv[2]);
     if (!strcmp(cmd, "spill") && argc >= 4) return cmd_spill(m, atoi(argv[3]));
     return 2;
 }
