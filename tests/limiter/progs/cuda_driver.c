@@ -11,6 +11,7 @@
  *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1"
  *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
  *   cuda_driver bench N                   ns per alloc+free pair and per empty launch
+ *   cuda_driver allocbench N BYTES        ns per cuMemAlloc_v2+cuMemFree_v2 pair of BYTES
  *   cuda_driver churn MS MAXB SEED        2 threads allocate and free at random for MS ms, then exit
  *   cuda_driver chaos RUNS WORKERS RUN_MS KILL_MS MAXB   chaos storms: in each run WORKERS churn
  *                                         processes (re-executed from this binary, with its environment)
@@ -292,6 +293,19 @@ static int cmd_lookup(size_t over) {
 
 static double elapsed_ns(double t0, long n) { return (now_s() - t0) * 1e9 / (double)n; }
 
+static int cmd_allocbench(long n, size_t bytes) {
+    CUdeviceptr p;
+    for (long i = 0; i < 100; i++) {
+        if (cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS) return 6;
+    }
+    double t0 = now_s();
+    for (long i = 0; i < n; i++) {
+        if (cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS) return 6;
+    }
+    printf("{\"alloc_free_ns\": %.1f}\n", elapsed_ns(t0, n));
+    return 0;
+}
+
 static int cmd_bench(long n) {
     CUdeviceptr p;
     for (long i = 0; i < 1000; i++) { cuMemAlloc_v2(&p, 4096); cuMemFree_v2(p); } /* warm up */
@@ -430,6 +444,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "launch") && argc >= 6) return cmd_launch(argv[2], strtoull(argv[3], NULL, 10), atof(argv[4]), argv[5]);
     if (!strcmp(cmd, "lookup") && argc >= 3) return cmd_lookup(strtoull(argv[2], NULL, 10));
     if (!strcmp(cmd, "bench") && argc >= 3) return cmd_bench(atol(argv[2]));
+    if (!strcmp(cmd, "allocbench") && argc >= 4) return cmd_allocbench(atol(argv[2]), strtoull(argv[3], NULL, 10));
     if (!strcmp(cmd, "churn") && argc >= 5)
         return cmd_churn(atol(argv[2]), strtoull(argv[3], NULL, 10), (unsigned)atoi(argv[4]));
     return 2;
