@@ -44,6 +44,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Open-file-description locks (Linux >= 3.15), also for includers without _GNU_SOURCE. */
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK 36
+#define F_OFD_SETLK 37
+#endif
+
 #define HAMI_FAKE_GPU_MAGIC 0x31414746494D4148ULL /* "HAMIFGA1" as little-endian bytes */
 #define HAMI_FAKE_GPU_VERSION 2u
 #define HAMI_FAKE_GPU_MAX_DEVICES 16

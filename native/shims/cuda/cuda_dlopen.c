@@ -141,6 +141,9 @@ static int rebind_new(struct dl_phdr_info *info, size_t size, void *arg) {
     const loaded *before = arg;
     for (size_t i = 0; i < before->n; i++)
         if (before->bases[i] == info->dlpi_addr) return 0;
+    /* The driver itself, opened deep: its own calls stay its own (rebinding them would charge twice). */
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    if (base && !strncmp(base + 1, "libcuda.so", 10)) return 0;
     object o = {info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum};
     rebind(&o);
     return 0;
