@@ -20,7 +20,7 @@ import pytest
 
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import PYTHON, Env, python_env
+from tests.limiter.helpers import PYTHON, Env, fields, python_env, run
 
 MIB = 1 << 20
 # hami_region_shm: a 48-byte header padded to 64, then the pthread_mutex_t, whose first int is glibc's
@@ -75,6 +75,18 @@ def test_a_waiter_whose_wakeup_was_lost_still_gets_the_lock(tmp_path: Path) -> N
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_a_zombie_leader_whose_threads_still_hold_memory_keeps_its_charge(drivers: Drivers, wenv: Env) -> None:
+    # A process whose main thread has exited is a zombie to /proc while its other threads run on, holding
+    # device memory.  A forked child sharing its region (a private one: no liveness lock) must not take
+    # that memory for free: 48 MiB held, 32 MiB more refused under a 64 MiB limit.
+    env = wenv.build(HAMI_DEVICE_MEMORY_LIMIT="64m", HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    out = run([drivers.scenarios, "zombieleader", "48"], env, timeout=60)
+    f = fields(out.stdout)
+    assert f["holder_alloc"] == "0" and f["leader_state"] == "Z", out.stdout + out.stderr
+    assert f["child_alloc"] == "2"
+    assert fake_gpu_snapshot(wenv.state)[0].peak_used_bytes <= 64 * MIB
 
 
 @pytest.mark.slow

@@ -25,6 +25,9 @@
  *   cuda_scenarios share-export M        create M, export it: print "fd N", READY; on a line of input release
  *                                        the handle, print "released", READY; exit on EOF
  *   cuda_scenarios share-import PATH     import the fd at PATH (/proc/<pid>/fd/<n>), map it: READY, exit on EOF
+ *   cuda_scenarios zombieleader M        a thread allocates M and keeps it; the process forks, then its main
+ *                                        thread exits (the leader is a zombie, the process lives on); the child
+ *                                        waits for that and allocates 2M/3: "child_alloc rc=N", then kills it
  *   cuda_scenarios limits M              cuCtxSetLimit raising the malloc heap, printf FIFO and thread
  *                                        stacks by 2M then M/2 beyond their defaults, with allocations between
  */
@@ -33,6 +36,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,6 +561,50 @@ static int cmd_share_import(const char *path) {
     return 0;
 }
 
+static size_t g_hold_bytes;
+static pthread_barrier_t g_held;
+
+static void *hold_forever(void *arg) {
+    cuCtxSetCurrent(*(CUcontext *)arg);
+    CUdeviceptr p;
+    say("holder_alloc", cuMemAlloc_v2(&p, g_hold_bytes));
+    pthread_barrier_wait(&g_held);
+    for (;;) pause();
+    return NULL;
+}
+
+static char proc_state(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+static int cmd_zombie_leader(size_t mib) {
+    CUcontext ctx;
+    cuCtxGetCurrent(&ctx);
+    g_hold_bytes = mib * MIB;
+    pthread_barrier_init(&g_held, NULL, 2);
+    pthread_t t;
+    pthread_create(&t, NULL, hold_forever, &ctx);
+    pthread_barrier_wait(&g_held);
+    pid_t parent = getpid();
+    if (fork() == 0) {
+        for (int i = 0; i < 10000 && proc_state(parent) != 'Z'; i++) usleep(1000);
+        printf("leader_state %c\n", proc_state(parent));
+        CUdeviceptr q;
+        say("child_alloc", cuMemAlloc_v2(&q, mib * MIB * 2 / 3));
+        kill(parent, SIGKILL);
+        exit(0);
+    }
+    pthread_exit(NULL); /* the holder thread keeps the process, and its memory, alive */
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) return 2;
@@ -583,6 +631,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "sync13")) return cmd_sync13(m);
     if (!strcmp(cmd, "query")) return cmd_query(m);
     if (!strcmp(cmd, "limits")) return cmd_limits(m);
+    if (!strcmp(cmd, "zombieleader")) return cmd_zombie_leader(m);
     if (!strcmp(cmd, "share") && argc >= 4) return cmd_share(m, atoi(argv[3]));
     if (!strcmp(cmd, "share-export")) return cmd_share_export(m);
     if (!strcmp(cmd, "share-import") && argc >= 3) return cmd_share_import(argv[2]);
