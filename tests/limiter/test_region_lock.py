@@ -3,7 +3,8 @@
 A robust process-shared mutex alone can leave a process asleep forever: an unlock wakes one waiter, and
 if that waiter is killed before it takes the lock, the remaining waiters sleep on a free lock.  The first
 test puts a waiter in exactly that state (the lock word cleared under it, as the killed wakee leaves it)
-and requires it to get the lock.  The chaos storm then kills workers every 20 ms, run after run, and
+and requires it to get the lock.  A process whose main thread has exited (a zombie leader) while another
+thread still holds device memory keeps its charge.  The chaos storm then kills workers every 20 ms, run after run, and
 requires no worker to hang and neither the region nor the fake driver -- which frees a process's memory
 only when the process's "device node" is released, as a driver does -- to pass the limit.
 """
