@@ -11,9 +11,14 @@ Environment a workload needs (the adapters set it):
 
 ``LD_PRELOAD``                 ``shim_library("libhami_cuda.so")`` (or ``libhami_ascend.so``,
                                ``libhami_cambricon.so``)
-``HAMI_REGION_PATH``           the region file (``Region.path``)
+``HAMI_REGION_PATH``           the region file (``Region.path``); ``user``: the per-user default region
+                               (``user-default.region`` in ``region_dir_path()``), shared by every process of
+                               the user that names it.  Unset, limits from the variables below are per process.
 ``HAMI_DEVICE_MEMORY_LIMIT[_i]``  bytes, with optional k/m/g suffix; seeds a region the shim creates
 ``HAMI_DEVICE_CORE_LIMIT[_i]``    percent 1..99 (0 or 100: unlimited); likewise
+``HAMI_VIRTUAL_MEMORY[_i]``       ``1``: virtual device memory in a private or per-user region (``DeviceLimit``
+                               ``virtual_memory`` for the SDK's regions), ``HAMI_VIRTUAL_MEMORY_HOST_LIMIT[_i]``
+                               its host cap
 
 The CUDA shim also reads ``CUDA_DEVICE_MEMORY_LIMIT[_i]``, ``CUDA_DEVICE_SM_LIMIT[_i]`` and
 ``CUDA_DEVICE_MEMORY_SHARED_CACHE``.  A region that exists is authoritative over those variables.
