@@ -12,12 +12,20 @@ over_limit_bytes_max_mixed  the same storm with VMM (create, map, release; unmap
 reclaim_latency_ms      SIGKILL of a process holding memory -> its bytes given back by a reclaim scan
                         (median and max over repetitions; the scan polls in a loop, yielding the CPU)
 readmit_latency_ms      SIGKILL of the holder -> a workload spinning on cuMemAlloc is admitted
+chaos                   the SIGKILL chaos storm: runs of 12 two-thread workers allocating against a 32 MiB limit,
+                        one SIGKILLed every 20 ms and replaced; a worker still alive 5 s after its run is hung.
+                        Reports runs, kills, hangs, and the worst bytes over the limit (region and fake driver)
+spill_alloc_free_extra_ns  virtual device memory: what a cuMemAlloc_v2+cuMemFree_v2 pair of 4 MiB costs more when
+                        the card is full and the shim serves it from host memory (managed memory with host
+                        preference), against the same pair served by the card, both through the shim.  Only the
+                        allocation path: on a real GPU, kernels reaching host-resident memory also pay the link
+                        (PCIe or NVLink-C2C) instead of device memory bandwidth, which the fake cannot show
 compute_error_points    worst |measured - target| utilization for limits 10/30/50/80 over 5 s windows
                         (the test build of the shim, reading device time from the fake runtime's state)
 compute_error_points_nvml  the same with the shipped shim measuring through NVML (the fake libnvidia-ml's
                         per-process samples, HAMI_UTILIZATION_SOURCE=nvml) as on a real host
-Targets: launch <= 20 ns, alloc+free <= 300 ns, over-limit 0 (both storms), reclaim <= 5 ms,
-compute error <= 5.
+Targets: launch <= 20 ns, alloc+free <= 300 ns, over-limit 0 (all storms), reclaim <= 5 ms,
+compute error <= 5, chaos hangs 0.
 
 Overheads are medians over interleaved repetitions (with and without the shim alternate, so drift
 on a busy machine hits both).  The test driver is tests/limiter/progs/cuda_driver.c.
@@ -126,6 +134,49 @@ def storm(exe: Path, tmp: Path, iters: int, mode: str = "") -> tuple[int, int, i
     return max(0, peak - limit, fake_peak - limit), admitted, refused
 
 
+def chaos(exe: Path, tmp: Path, runs: int) -> dict[str, int]:
+    """The SIGKILL chaos storm (cuda_driver chaos): hangs, kills, and the worst bytes over the limit."""
+    limit = 32 * MIB
+    region_path = tmp / "chaos.region"
+    Region.create(region_path, [DeviceLimit(limit, 0)]).close()
+    env = dict(
+        base_env(tmp, "chaos"), LD_PRELOAD=str(shim_library("libhami_cuda.so")), HAMI_REGION_PATH=str(region_path)
+    )
+    out = subprocess.run(
+        [str(exe), "chaos", str(runs), "12", "120", "20", str(8 * MIB)], env=env, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"chaos storm failed: {out.stderr}")
+    counts = {k: int(v) for k, v in (part.split("=") for part in out.stdout.split())}
+    with Region.open(region_path) as region:
+        peak = region.device_usage()[0].memory_peak_bytes
+    fake_peak = fake_gpu_snapshot(tmp / "chaos.state")[0].peak_used_bytes
+    return {**counts, "over_limit_bytes_max": max(0, peak - limit, fake_peak - limit)}
+
+
+def spill_cost(exe: Path, tmp: Path, reps: int, n: int) -> tuple[float, dict[str, float]]:
+    """Extra ns per 4 MiB alloc+free pair served from host memory rather than by the card (both shimmed)."""
+    size = 4 * MIB
+    samples: dict[str, list[float]] = {"card": [], "host": []}
+    for _ in range(reps):
+        for label, card_mib in (("card", "65536"), ("host", "1")):  # a 1 MiB card holds none of them
+            region_path = tmp / f"spill-{label}.region"
+            Region.create(region_path, [DeviceLimit(1 << 30, 0, virtual_memory=True)]).close()
+            env = dict(
+                base_env(tmp, f"spill-{label}"),
+                LD_PRELOAD=str(shim_library("libhami_cuda.so")),
+                HAMI_REGION_PATH=str(region_path),
+                HAMI_FAKE_CUDA_MEMORY_MIB=card_mib,
+            )
+            (tmp / f"spill-{label}.state").unlink(missing_ok=True)
+            out = subprocess.run(
+                [str(exe), "allocbench", str(n), str(size)], env=env, capture_output=True, text=True, check=True
+            )
+            samples[label].append(json.loads(out.stdout)["alloc_free_ns"])
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    return med["host"] - med["card"], med
+
+
 def _holder(exe: Path, env: dict[str, str], nbytes: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen([str(exe), "hold", str(nbytes)], env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -224,6 +275,8 @@ def main() -> None:
         over, admitted, refused = storm(exe, tmp, iters=5_000 if args.quick else 20_000)
         over_mixed, admitted_mixed, refused_mixed = storm(exe, tmp, iters=5_000 if args.quick else 20_000, mode="mixed")
         scans, admissions = reclaim(exe, tmp, reps=10 if args.quick else 30)
+        storm_chaos = chaos(exe, tmp, runs=30 if args.quick else 100)
+        spill_ns, spill_medians = spill_cost(exe, tmp, reps=3 if args.quick else 7, n=20_000)
         util = compute(exe, tmp, window=2.0 if args.quick else 5.0)
         util_nvml = compute(exe, tmp, window=2.0 if args.quick else 5.0, nvml=True)
     result = {
@@ -233,6 +286,9 @@ def main() -> None:
         "over_limit_bytes_max_mixed": over_mixed,
         "reclaim_latency_ms": {"median": round(statistics.median(scans), 3), "max": round(max(scans), 3)},
         "readmit_latency_ms": {"median": round(statistics.median(admissions), 3), "max": round(max(admissions), 3)},
+        "chaos": storm_chaos,
+        "spill_alloc_free_extra_ns": round(spill_ns, 1),
+        "spill_alloc_free_ns": {k: round(v, 1) for k, v in spill_medians.items()},
         "compute_error_points": round(max(abs(util[t] - t) for t in TARGETS), 2),
         "compute_utilization_pct": {str(t): round(u, 2) for t, u in util.items()},
         "compute_error_points_nvml": round(max(abs(util_nvml[t] - t) for t in TARGETS), 2),
@@ -246,6 +302,8 @@ def main() -> None:
             "over_limit_bytes_max": 0,
             "over_limit_bytes_max_mixed": 0,
             "reclaim_latency_ms": 5,
+            "chaos_hangs": 0,
+            "chaos_over_limit_bytes_max": 0,
             "compute_error_points": 5,
             "compute_error_points_nvml": 5,
         },

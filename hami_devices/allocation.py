@@ -303,7 +303,8 @@ def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> Dev
             if limits_enforced(adapters[vendor]):
                 key = group_key(node, vendor)
                 tag = re.sub(r"[^A-Za-z0-9_.-]", "_", node)  # node names become part of a file name
-                regions[key] = str(create_region(adapters[vendor], f"{handle.id}-{tag}", grants))
+                virtual = [handle.request.parts[g.part].virtual_memory for g in grants]
+                regions[key] = str(create_region(adapters[vendor], f"{handle.id}-{tag}", grants, virtual))
         environments = {
             group_key(node, vendor): adapters[vendor].environment(grants, regions.get(group_key(node, vendor)))
             for (node, vendor), grants in prepared.items()

@@ -93,7 +93,20 @@ class SchedulerConfig(_Section):
 
 class DevicePluginConfig(_Section):
     mig_mode: Literal["strict", "flexible", "disabled"] = Field(default="disabled", alias="mig-mode")
-    memory_overcommit: float = Field(default=1.0, ge=1.0, le=10.0, alias="memory-overcommit")
+    memory_overcommit: float = Field(
+        default=1.0,
+        ge=1.0,
+        le=10.0,
+        alias="memory-overcommit",
+        description="grant up to this times a device's memory; above 1, shares are virtual: what the card cannot "
+        "hold physically is served from host memory (the limiter's virtual device memory)",
+    )
+    virtual_memory_host_limit_mib: int = Field(
+        default=0,
+        ge=0,
+        alias="virtual-memory-host-limit-mib",
+        description="most host memory one virtual grant may spill to, MiB; 0: up to the grant",
+    )
     isolation_level: Literal["hard", "soft", "none"] = Field(
         default="hard", alias="isolation-level",
         description="hard: limiter preloaded with memory and compute quotas; soft: memory only; none",

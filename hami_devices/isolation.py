@@ -36,9 +36,23 @@ def core_limit(adapter: VendorAdapter, grant: Grant) -> int:
     return grant.cores
 
 
-def create_region(adapter: VendorAdapter, handle_id: str, grants: Sequence[Grant]) -> Path:
+def virtual_memory(adapter: VendorAdapter, asked: bool) -> bool:
+    """A grant is virtual when its request part asks, or when the device plugin overcommits memory: an
+    overcommitted share may be granted more than the card has free, and host memory backs the rest."""
+    return asked or adapter.config.device_plugin.memory_overcommit > 1.0
+
+
+def create_region(
+    adapter: VendorAdapter, handle_id: str, grants: Sequence[Grant], virtual: Sequence[bool] = ()
+) -> Path:
+    """``virtual``: per grant, whether its request part asked for virtual memory (default: none did)."""
     path = limiter.region_dir() / f"{handle_id}-{adapter.name}.region"
-    limits = [limiter.DeviceLimit(g.memory_mib * MIB, core_limit(adapter, g)) for g in grants]
+    host_cap = adapter.config.device_plugin.virtual_memory_host_limit_mib * MIB
+    asked = list(virtual) + [False] * (len(grants) - len(virtual))
+    limits = [
+        limiter.DeviceLimit(g.memory_mib * MIB, core_limit(adapter, g), virtual_memory(adapter, a), host_cap)
+        for g, a in zip(grants, asked, strict=True)
+    ]
     limiter.Region.create(path, limits).close()
     return path
 

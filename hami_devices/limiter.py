@@ -11,9 +11,14 @@ Environment a workload needs (the adapters set it):
 
 ``LD_PRELOAD``                 ``shim_library("libhami_cuda.so")`` (or ``libhami_ascend.so``,
                                ``libhami_cambricon.so``)
-``HAMI_REGION_PATH``           the region file (``Region.path``)
+``HAMI_REGION_PATH``           the region file (``Region.path``); ``user``: the per-user default region
+                               (``user-default.region`` in ``region_dir_path()``), shared by every process of
+                               the user that names it.  Unset, limits from the variables below are per process.
 ``HAMI_DEVICE_MEMORY_LIMIT[_i]``  bytes, with optional k/m/g suffix; seeds a region the shim creates
 ``HAMI_DEVICE_CORE_LIMIT[_i]``    percent 1..99 (0 or 100: unlimited); likewise
+``HAMI_VIRTUAL_MEMORY[_i]``       ``1``: virtual device memory in a private or per-user region (``DeviceLimit``
+                               ``virtual_memory`` for the SDK's regions), ``HAMI_VIRTUAL_MEMORY_HOST_LIMIT[_i]``
+                               its host cap
 
 The CUDA shim also reads ``CUDA_DEVICE_MEMORY_LIMIT[_i]``, ``CUDA_DEVICE_SM_LIMIT[_i]`` and
 ``CUDA_DEVICE_MEMORY_SHARED_CACHE``.  A region that exists is authoritative over those variables.
@@ -75,6 +80,7 @@ MAX_PROCS = 256  # process slots of a region (HAMI_REGION_MAX_PROCS)
 _LIBS_DIR = Path(__file__).resolve().parent / "libs"
 _REGION_API_DIR = Path(__file__).resolve().parent / "native"  # installed by setup.py
 _ERRLEN = 512
+_VIRTUAL = 1  # HAMI_DEV_VIRTUAL
 
 
 def _native() -> ModuleType:
@@ -97,16 +103,25 @@ def native_available() -> bool:
 
 @dataclass(frozen=True)
 class DeviceLimit:
-    """Limits of one device of an allocation."""
+    """Limits of one device of an allocation.
+
+    ``virtual_memory``: allocations within the limit that the card cannot hold physically are served from
+    host memory (CUDA managed memory kept on the host) instead of failing; ``host_spill_limit_bytes`` caps
+    those host-backed bytes (0: up to the memory limit).
+    """
 
     memory_limit_bytes: int  # 0 = no memory limit
     core_limit_pct: int  # 0 or 100 = no compute limit; 1..99 = share
+    virtual_memory: bool = False
+    host_spill_limit_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.memory_limit_bytes < 0 or self.memory_limit_bytes >= 1 << 64:
             raise LimiterError(f"memory limit {self.memory_limit_bytes} out of range")
         if not 0 <= self.core_limit_pct <= 100:
             raise LimiterError(f"core limit {self.core_limit_pct}% outside 0..100")
+        if self.host_spill_limit_bytes < 0 or self.host_spill_limit_bytes >= 1 << 64:
+            raise LimiterError(f"host spill limit {self.host_spill_limit_bytes} out of range")
 
 
 @dataclass(frozen=True)
@@ -119,6 +134,10 @@ class DeviceUsageRecord:
     memory_used_bytes: int
     utilization_pct: float | None  # measured by the throttle; None when not measured recently
     memory_peak_bytes: int = 0  # high-water mark of memory_used_bytes since creation
+    virtual_memory: bool = False  # allocations the card cannot hold spill to host memory
+    memory_spilled_bytes: int = 0  # the part of memory_used_bytes served from host memory
+    memory_spilled_peak_bytes: int = 0
+    host_spill_limit_bytes: int = 0  # 0: up to the memory limit
 
 
 @dataclass(frozen=True)
@@ -168,7 +187,11 @@ class Region:
         rc = lib.hami_region_create(os.fsencode(target), len(limits), mem, core, flags, out, err, _ERRLEN)
         if rc != lib.HAMI_OK:
             raise LimiterError(f"cannot create region {target}: {ffi.string(err).decode(errors='replace')}")
-        return cls(target, out[0], ffi, lib)
+        region = cls(target, out[0], ffi, lib)
+        for device, limit in enumerate(limits):
+            if limit.virtual_memory:
+                region.set_virtual_memory(device, True, limit.host_spill_limit_bytes)
+        return region
 
     @classmethod
     def open(cls, path: str | Path) -> Region:
@@ -198,6 +221,15 @@ class Region:
             rc = self._lib.hami_region_set_limit(self._live(), device, limit.memory_limit_bytes, limit.core_limit_pct)
         if rc != self._lib.HAMI_OK:
             raise LimiterError(f"cannot set limit of device {device} in {self.path} (code {rc})")
+
+    def set_virtual_memory(self, device: int, enabled: bool, host_spill_limit_bytes: int = 0) -> None:
+        """Turn virtual device memory on or off for one device, with a cap on host-backed bytes (0: none)."""
+        if host_spill_limit_bytes < 0:
+            raise LimiterError(f"host spill limit {host_spill_limit_bytes} out of range")
+        with self._lock:
+            rc = self._lib.hami_region_set_virtual(self._live(), device, int(enabled), host_spill_limit_bytes)
+        if rc != self._lib.HAMI_OK:
+            raise LimiterError(f"cannot set virtual memory of device {device} in {self.path} (code {rc})")
 
     def device_usage(self) -> list[DeviceUsageRecord]:
         info = self._ffi.new("hami_device_info *")
@@ -257,6 +289,10 @@ def _device_record(device: int, info: Any) -> DeviceUsageRecord:
         memory_used_bytes=int(info.memory_used),
         utilization_pct=int(info.util_x100) / 100.0 if info.util_valid else None,
         memory_peak_bytes=int(info.memory_peak),
+        virtual_memory=bool(int(info.flags) & _VIRTUAL),
+        memory_spilled_bytes=int(info.spill_used),
+        memory_spilled_peak_bytes=int(info.spill_peak),
+        host_spill_limit_bytes=int(info.spill_limit),
     )
 
 
@@ -470,7 +506,7 @@ def fake_library(name: str) -> Path:
 # ---- the fake runtimes' shared state (native/include/hami_fake_gpu.h), for tests and the bench ----
 
 FAKE_GPU_MAGIC = 0x31414746494D4148
-FAKE_GPU_VERSION = 1
+FAKE_GPU_VERSION = 2
 FAKE_MAX_DEVICES = 16
 FAKE_MAX_PROCS = 64
 
@@ -478,7 +514,7 @@ FAKE_MAX_PROCS = 64
 class _FakeProc(ctypes.Structure):
     _fields_ = (
         ("pid", ctypes.c_int32),
-        ("reserved", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
         ("used_bytes", ctypes.c_uint64),
         ("busy_ns", ctypes.c_uint64),
         ("launches", ctypes.c_uint64),
@@ -494,6 +530,8 @@ class _FakeDevice(ctypes.Structure):
         ("busy_until_ns", ctypes.c_uint64),
         ("launches", ctypes.c_uint64),
         ("procs", _FakeProc * FAKE_MAX_PROCS),
+        ("host_bytes", ctypes.c_uint64),
+        ("host_peak_bytes", ctypes.c_uint64),
     )
 
 
@@ -520,6 +558,8 @@ class FakeDeviceSnapshot:
     launches: int
     process_used_bytes: dict[int, int]
     process_busy_ns: dict[int, int]
+    host_bytes: int = 0  # host memory behind managed allocations (what virtual device memory spills to)
+    host_peak_bytes: int = 0
 
 
 def fake_gpu_snapshot(path: str | Path) -> list[FakeDeviceSnapshot]:
@@ -544,6 +584,8 @@ def fake_gpu_snapshot(path: str | Path) -> list[FakeDeviceSnapshot]:
                 launches=dev.launches,
                 process_used_bytes={p.pid: p.used_bytes for p in procs},
                 process_busy_ns={p.pid: p.busy_ns for p in procs},
+                host_bytes=dev.host_bytes,
+                host_peak_bytes=dev.host_peak_bytes,
             )
         )
     return snapshots

@@ -45,11 +45,15 @@ class DeviceReadings:
     extra: dict[str, MetricValue] = field(default_factory=dict)
 
 
-def _region_usage(handle: DeviceHandle, info: DeviceInfo) -> tuple[MetricValue, MetricValue, list[ProcessUsage]]:
+_Usage = tuple[MetricValue, MetricValue, list[ProcessUsage], MetricValue]
+_UNKNOWN: _Usage = (NOT_AVAILABLE, NOT_AVAILABLE, [], NOT_AVAILABLE)
+
+
+def _region_usage(handle: DeviceHandle, info: DeviceInfo) -> _Usage:
     """Live usage the limiter's region records for this device's slot in the handle."""
     path = handle.region_for(info.node, info.vendor)
     if path is None:
-        return NOT_AVAILABLE, NOT_AVAILABLE, []
+        return _UNKNOWN
     vendor_grants = [g for g in handle.grants if g.vendor == info.vendor and g.node == info.node]
     slot = next(i for i, g in enumerate(vendor_grants) if g.uuid == info.uuid)
     try:
@@ -60,13 +64,13 @@ def _region_usage(handle: DeviceHandle, info: DeviceInfo) -> tuple[MetricValue, 
             records = [r for r in region.device_usage() if r.device == slot]
             processes = [p for p in region.process_usage() if p.device == slot and p.alive]
     except (LimiterError, OSError):
-        return NOT_AVAILABLE, NOT_AVAILABLE, []
+        return _UNKNOWN
     if not records:
-        return NOT_AVAILABLE, NOT_AVAILABLE, []
+        return _UNKNOWN
     record = records[0]
     utilization: MetricValue = NOT_AVAILABLE if record.utilization_pct is None else record.utilization_pct
     procs = [ProcessUsage(pid=p.pid, memory_used_mib=p.memory_used_bytes / MIB) for p in processes]
-    return record.memory_used_bytes / MIB, utilization, procs
+    return record.memory_used_bytes / MIB, utilization, procs, record.memory_spilled_bytes / MIB
 
 
 def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) -> Metrics:
@@ -77,7 +81,7 @@ def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) ->
     allocations: list[AllocationUsage] = []
     for handle in handles:
         for grant in (g for g in handle.grants if g.uuid == info.uuid):
-            used, utilization, procs = _region_usage(handle, info)
+            used, utilization, procs, spilled = _region_usage(handle, info)
             allocations.append(
                 AllocationUsage(
                     handle_id=handle.id,
@@ -87,6 +91,7 @@ def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) ->
                     memory_used_mib=used,
                     utilization_pct=utilization,
                     processes=procs,
+                    memory_spilled_mib=spilled,
                 )
             )
     return Metrics(

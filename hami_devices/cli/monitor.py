@@ -7,6 +7,7 @@ from typing import Any
 
 from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from
 from hami_devices.cli.output import emit_json, print_table
+from hami_devices.models import NOT_AVAILABLE, Metrics
 
 
 def register(subparsers: Any) -> None:
@@ -28,7 +29,10 @@ def run(args: argparse.Namespace) -> int:
         emit_json({"metrics": [m.model_dump(mode="json") for m in metrics]})
         return 0
     print_table(
-        ["DEVICE", "MODEL", "HEALTH", "MEM_USED/TOTAL", "UTIL%", "TEMP_C", "POWER_W", "ALLOC_MIB", "CORES", "SHARERS"],
+        [
+            "DEVICE", "MODEL", "HEALTH", "MEM_USED/TOTAL", "UTIL%", "TEMP_C", "POWER_W", "ALLOC_MIB", "CORES",
+            "SHARERS", "SPILLED_MIB",
+        ],
         [
             [
                 m.uuid,
@@ -41,8 +45,15 @@ def run(args: argparse.Namespace) -> int:
                 m.allocated_memory_mib,
                 m.allocated_cores,
                 m.sharers,
+                _spilled(m),
             ]
             for m in metrics
         ],
     )
     return 0
+
+
+def _spilled(metrics: Metrics) -> str:
+    """What the device's allocations hold in host memory (virtual memory), MiB; n/a when no region says."""
+    known = [a.memory_spilled_mib for a in metrics.allocations if isinstance(a.memory_spilled_mib, int | float)]
+    return f"{sum(known):.0f}" if known else NOT_AVAILABLE

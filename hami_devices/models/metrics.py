@@ -26,6 +26,9 @@ class AllocationUsage(HamiModel):
     memory_used_mib: MetricValue = NOT_AVAILABLE
     utilization_pct: MetricValue = NOT_AVAILABLE
     processes: list[ProcessUsage] = Field(default_factory=list)
+    memory_spilled_mib: MetricValue = Field(
+        default=NOT_AVAILABLE, description="the part of memory_used_mib served from host memory (virtual memory)"
+    )
 
 
 class Metrics(HamiModel):

@@ -66,6 +66,11 @@ class RequestPart(HamiModel):
     partition: str | None = Field(default=None, description="a profile name, or 'auto' for the smallest that fits")
     precision: Precision | None = None
     numa_node: int | None = Field(default=None, ge=0)
+    virtual_memory: bool = Field(
+        default=False,
+        alias="virtual-memory",
+        description="what the card cannot hold physically of this share is served from host memory (limiter)",
+    )
     model_ref: ModelReference | None = Field(default=None, description="size the part from a model (sizing)")
 
     @model_validator(mode="after")

@@ -69,6 +69,11 @@ ALLOCATION_MEMORY_PEAK = _m(
     "hami_allocation_memory_peak_bytes", "gauge", "High-water mark of the memory held (limiter region).",
     ALLOCATION_LABELS,
 )
+ALLOCATION_MEMORY_SPILLED = _m(
+    "hami_allocation_memory_spilled_bytes", "gauge",
+    "Of the memory held, what the card could not hold and host memory serves (virtual device memory).",
+    ALLOCATION_LABELS,
+)
 ALLOCATION_UTILIZATION = _m(
     "hami_allocation_utilization_ratio", "gauge",
     "Device compute used by the allocation's processes, 0..1, where the limiter measured it.", ALLOCATION_LABELS,
@@ -105,7 +110,7 @@ SERVED: tuple[MetricName, ...] = (
     DEVICE_INFO, DEVICE_MEMORY_TOTAL, DEVICE_MEMORY_USED, DEVICE_UTILIZATION, DEVICE_TEMPERATURE, DEVICE_POWER,
     DEVICE_HEALTHY, DEVICE_SHARERS, DEVICE_MEMORY_GRANTED, DEVICE_CORES_GRANTED,
     ALLOCATION_INFO, ALLOCATION_MEMORY_LIMIT, ALLOCATION_CORES_LIMIT, ALLOCATION_MEMORY_USED,
-    ALLOCATION_MEMORY_PEAK, ALLOCATION_UTILIZATION, ALLOCATION_PROCESSES,
+    ALLOCATION_MEMORY_PEAK, ALLOCATION_MEMORY_SPILLED, ALLOCATION_UTILIZATION, ALLOCATION_PROCESSES,
     GRANTED, RELEASED, EVICTIONS, REFUSALS, LIMITER_REFUSALS, EVENTS,
     COLLECTOR_UP, COLLECTOR_SECONDS, SNAPSHOT_TIMESTAMP,
 )

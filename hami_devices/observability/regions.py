@@ -35,6 +35,7 @@ class GrantReading:
     memory_peak_bytes: int
     utilization_ratio: float | None  # None: not measured recently
     processes: list[ProcessReading] = field(default_factory=list)
+    memory_spilled_bytes: int = 0  # the part of memory_used_bytes served from host memory (virtual memory)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,12 @@ def _reading(plan: _Plan, usage: RegionUsage) -> RegionReading:
         ]
         util = None if record.utilization_pct is None else record.utilization_pct / 100.0
         grants[plan.slots[record.device]] = GrantReading(
-            record.memory_limit_bytes, record.memory_used_bytes, record.memory_peak_bytes, util, mine
+            record.memory_limit_bytes,
+            record.memory_used_bytes,
+            record.memory_peak_bytes,
+            util,
+            mine,
+            record.memory_spilled_bytes,
         )
         for p in mine:
             key = (p.pid, p.start_time)

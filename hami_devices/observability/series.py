@@ -141,6 +141,7 @@ def usage_samples(rows: list[GrantRow], regions: list[RegionReading]) -> list[Sa
         labels = row.labels
         out.append((names.ALLOCATION_MEMORY_USED, labels, float(found.memory_used_bytes)))
         out.append((names.ALLOCATION_MEMORY_PEAK, labels, float(found.memory_peak_bytes)))
+        out.append((names.ALLOCATION_MEMORY_SPILLED, labels, float(found.memory_spilled_bytes)))
         out.append((names.ALLOCATION_PROCESSES, labels, float(len([p for p in found.processes if p.alive]))))
         if found.utilization_ratio is not None:
             out.append((names.ALLOCATION_UTILIZATION, labels, found.utilization_ratio))

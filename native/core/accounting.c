@@ -11,13 +11,42 @@
 
 int hami_region_device_count(const hami_region *r) { return r->device_count; }
 
+static uint64_t minus(uint64_t a, uint64_t b) { return a >= b ? a - b : 0; }
+
+static int holds(const hami_region_shared *e, int slot) { return (e->holders[slot / 64] >> (slot % 64)) & 1; }
+
+static void drop_holder_locked(hami_region *r, int entry, int slot) {
+    hami_region_shared *e = &r->shm->shared[entry];
+    if (e->payer < 0 || !holds(e, slot)) return;
+    e->holders[slot / 64] &= ~(1ull << (slot % 64));
+    if (e->payer != slot) return;
+    int next = -1;
+    for (int s = 0; s < HAMI_REGION_MAX_PROCS && next < 0; s++)
+        if (holds(e, s) && r->shm->proc[s].pid != 0) next = s;
+    hami_region_proc *from = &r->shm->proc[slot];
+    uint64_t b = e->size <= from->used[e->device] ? e->size : from->used[e->device];
+    from->used[e->device] -= b;
+    if (next >= 0) { /* the memory lives on in another holder: so does its charge */
+        r->shm->proc[next].used[e->device] += b;
+        e->payer = next;
+        return;
+    }
+    hami_region_device *d = &r->shm->dev[e->device];
+    STORE(d->memory_used, minus(LOAD(d->memory_used), b));
+    memset(e, 0, sizeof *e);
+    e->payer = -1;
+}
+
 static void free_slot_locked(hami_region *r, hami_region_proc *p) {
+    int self = (int)(p - r->shm->proc);
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED; i++) drop_holder_locked(r, i, self);
     for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++) {
-        uint64_t b = p->used[d];
-        if (!b) continue;
+        uint64_t b = p->used[d], s = p->spilled[d];
         hami_region_device *dev = &r->shm->dev[d];
-        STORE(dev->memory_used, LOAD(dev->memory_used) >= b ? LOAD(dev->memory_used) - b : 0);
+        if (b) STORE(dev->memory_used, minus(LOAD(dev->memory_used), b));
+        if (s) STORE(dev->spill_used, minus(LOAD(dev->spill_used), s));
         p->used[d] = 0;
+        p->spilled[d] = 0;
     }
     int slot = (int)(p - r->shm->proc);
     if (slot == r->self_slot) {
@@ -36,8 +65,12 @@ static void free_slot_locked(hami_region *r, hami_region_proc *p) {
  * A slot with a liveness lock is alive while its lock is held: valid from any
  * PID namespace.  Once the lock is free the process has closed the region (it
  * died, or exec'd): a process of this handle's own namespace is still waited
- * for until /proc shows it gone or a zombie (the driver frees its memory only
- * then); one of another namespace cannot be looked up and is dead.  A slot
+ * for until /proc shows it gone, or a zombie whose every thread has finished
+ * too.  The lock alone is not enough: a dying process's files are released
+ * one after another, the region's possibly before the driver's whose release
+ * frees the device memory, and a leader is a zombie while its other threads
+ * still tear the process down.  One of another namespace cannot be looked up
+ * and is dead once its lock is free.  A slot
  * without a lock (an anonymous region shared across fork, or a filesystem
  * without OFD locks) is judged by /proc, and only within one namespace: from
  * another one a pid names some other process, so the slot is kept.
@@ -94,10 +127,14 @@ static int reclaim_for_refusal_locked(hami_region *r) {
 void hami_region_repair_locked(hami_region *r) {
     reclaim_locked(r);
     for (int d = 0; d < HAMI_REGION_MAX_DEVICES; d++) {
-        uint64_t sum = 0;
-        for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++)
-            if (r->shm->proc[i].pid != 0) sum += r->shm->proc[i].used[d];
+        uint64_t sum = 0, spilled = 0;
+        for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
+            if (r->shm->proc[i].pid == 0) continue;
+            sum += r->shm->proc[i].used[d];
+            spilled += r->shm->proc[i].spilled[d];
+        }
         STORE(r->shm->dev[d].memory_used, sum);
+        STORE(r->shm->dev[d].spill_used, spilled);
     }
     uint32_t mask = 0;
     for (int d = 0; d < r->device_count; d++) {
@@ -171,6 +208,7 @@ static int register_locked(hami_region *r, const hami_proc_identity *id, int wit
     if (slot >= 0) {
         hami_region_proc *p = &r->shm->proc[slot];
         memset(p->used, 0, sizeof p->used);
+        memset(p->spilled, 0, sizeof p->spilled);
         p->start_time = id->start_time;
         p->pidns = id->pidns;
         p->host_pid = id->host_pid;
@@ -252,6 +290,93 @@ void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes) {
     uint64_t b = bytes <= p->used[device] ? bytes : p->used[device];
     p->used[device] -= b;
     STORE(d->memory_used, d->memory_used >= b ? d->memory_used - b : 0);
+    if (p->spilled[device] > p->used[device]) { /* never more spilled than held */
+        STORE(d->spill_used, minus(d->spill_used, p->spilled[device] - p->used[device]));
+        p->spilled[device] = p->used[device];
+    }
+    hami_region_unlock(r);
+}
+
+int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t spill_limit) {
+    if (device < 0 || device >= r->device_count) return HAMI_E_INVALID;
+    if (hami_region_lock(r) != HAMI_OK) return HAMI_E_LOCK;
+    hami_region_device *d = &r->shm->dev[device];
+    STORE(d->spill_limit, spill_limit);
+    STORE(d->flags, enabled ? d->flags | HAMI_DEV_VIRTUAL : d->flags & ~HAMI_DEV_VIRTUAL);
+    hami_region_unlock(r);
+    return HAMI_OK;
+}
+
+int hami_region_share(hami_region *r, int slot, int device, uint64_t size, uint64_t key_dev, uint64_t key_ino) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS || device < 0 || device >= r->device_count) return -HAMI_E_INVALID;
+    if (hami_region_lock(r) != HAMI_OK) return -HAMI_E_LOCK;
+    int found = -1;
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED && found < 0; i++) {
+        hami_region_shared *e = &r->shm->shared[i];
+        if (e->payer < 0 && e->size == 0) {
+            e->key_dev = key_dev;
+            e->key_ino = key_ino;
+            e->size = size;
+            e->device = device;
+            e->holders[slot / 64] |= 1ull << (slot % 64);
+            e->payer = slot;
+            found = i;
+        }
+    }
+    hami_region_unlock(r);
+    return found >= 0 ? found : -HAMI_E_NOSLOT;
+}
+
+int hami_region_join(hami_region *r, int slot, uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS) return -1;
+    if (hami_region_lock(r) != HAMI_OK) return -1;
+    int found = -1;
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED && found < 0; i++) {
+        hami_region_shared *e = &r->shm->shared[i];
+        if (e->payer >= 0 && e->size && e->key_dev == key_dev && e->key_ino == key_ino) {
+            e->holders[slot / 64] |= 1ull << (slot % 64);
+            *size = e->size;
+            *device = e->device;
+            found = i;
+        }
+    }
+    hami_region_unlock(r);
+    return found;
+}
+
+void hami_region_leave_shared(hami_region *r, int slot, int entry) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS || entry < 0 || entry >= HAMI_REGION_MAX_SHARED) return;
+    if (hami_region_lock(r) != HAMI_OK) return;
+    drop_holder_locked(r, entry, slot);
+    hami_region_unlock(r);
+}
+
+int hami_region_spill(hami_region *r, int slot, int device, uint64_t bytes) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS || device < 0 || device >= r->device_count) return HAMI_E_INVALID;
+    if (hami_region_lock(r) != HAMI_OK) return HAMI_E_LOCK;
+    hami_region_device *d = &r->shm->dev[device];
+    hami_region_proc *p = &r->shm->proc[slot];
+    uint64_t used = d->spill_used, cap = d->spill_limit;
+    int rc = HAMI_OK;
+    if (!(d->flags & HAMI_DEV_VIRTUAL) || p->spilled[device] + bytes > p->used[device]) rc = HAMI_E_INVALID;
+    else if ((cap && used + bytes > cap) || used + bytes < used) rc = HAMI_E_OOM;
+    if (rc == HAMI_OK) {
+        p->spilled[device] += bytes;
+        STORE(d->spill_used, used + bytes);
+        if (used + bytes > d->spill_peak) STORE(d->spill_peak, used + bytes);
+    }
+    hami_region_unlock(r);
+    return rc;
+}
+
+void hami_region_unspill(hami_region *r, int slot, int device, uint64_t bytes) {
+    if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS || device < 0 || device >= r->device_count) return;
+    if (hami_region_lock(r) != HAMI_OK) return;
+    hami_region_proc *p = &r->shm->proc[slot];
+    hami_region_device *d = &r->shm->dev[device];
+    uint64_t b = bytes <= p->spilled[device] ? bytes : p->spilled[device];
+    p->spilled[device] -= b;
+    STORE(d->spill_used, minus(d->spill_used, b));
     hami_region_unlock(r);
 }
 
@@ -267,6 +392,10 @@ int hami_region_device_info(hami_region *r, int device, hami_device_info *out) {
     uint64_t at = LOAD(d->util_at_ns), now = hami_now_ns();
     out->util_valid = at != 0 && now - at < 2000000000ull;
     out->util_x100 = LOAD(d->util_x100);
+    out->flags = LOAD(d->flags);
+    out->spill_used = LOAD(d->spill_used);
+    out->spill_limit = LOAD(d->spill_limit);
+    out->spill_peak = LOAD(d->spill_peak);
     return HAMI_OK;
 }
 

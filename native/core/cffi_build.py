@@ -44,6 +44,7 @@ CDEF = """
 #define HAMI_E_LOCK ...
 #define HAMI_E_EXISTS ...
 #define HAMI_E_PERM ...
+#define HAMI_DEV_VIRTUAL ...
 #define HAMI_CREATE_REPLACE ...
 #define HAMI_CREATE_OR_OPEN ...
 
@@ -57,6 +58,11 @@ typedef struct hami_device_info {
     int32_t util_valid;
     uint64_t util_x100;
     uint64_t launches;
+    uint32_t flags;
+    uint32_t reserved;
+    uint64_t spill_used;
+    uint64_t spill_limit;
+    uint64_t spill_peak;
 } hami_device_info;
 
 typedef struct hami_proc_info {
@@ -82,6 +88,9 @@ void hami_region_unregister(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);
+int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t spill_limit);
+int hami_region_spill(hami_region *r, int slot, int device, uint64_t bytes);
+void hami_region_unspill(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
 int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);
 int hami_regions_usage(hami_region *const *regions, int n, hami_device_info *dev, int *dev_off,

@@ -2,6 +2,7 @@
  * the start time from /proc/<pid>/stat (field 22, clock ticks since boot) and
  * the PID namespace the pid is numbered in. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,9 +14,9 @@
 
 #include "hami_region.h"
 
-/* 1: *out holds the start time; 0: no such process, or a zombie (it holds no
- * device memory); -1: cannot tell (out of file descriptors or memory, ...). */
-static int read_stat_start(const char *path, uint64_t *out) {
+/* 1: *out holds the start time and *state the state letter; 0: no such process;
+ * -1: cannot tell (out of file descriptors or memory, ...). */
+static int read_stat(const char *path, uint64_t *out, char *state) {
     char buf[1024];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT || errno == ESRCH ? 0 : -1;
@@ -32,7 +33,7 @@ static int read_stat_start(const char *path, uint64_t *out) {
     char *save = NULL;
     char *tok = strtok_r(p, " ", &save); /* field 3: state */
     if (!tok) return -1;
-    if (tok[0] == 'Z' || tok[0] == 'X') return 0; /* a zombie holds no device memory */
+    *state = tok[0];
     for (int field = 4; field <= 22; field++) {
         tok = strtok_r(NULL, " ", &save);
         if (!tok) return -1;
@@ -42,11 +43,44 @@ static int read_stat_start(const char *path, uint64_t *out) {
     return 1;
 }
 
+static int finished(char state) { return state == 'Z' || state == 'X'; }
+
+/* A thread group leader turns zombie as soon as *it* exits, while its other
+ * threads may still be tearing the process down -- holding its files, device
+ * nodes included, whose release is what frees device memory.  Only when every
+ * thread is gone or a zombie has the whole process finished.  1: some thread
+ * is still exiting (or cannot be read). */
+static int threads_still_exiting(int32_t pid) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    if (!dir) return errno == ENOENT || errno == ESRCH ? 0 : 1;
+    int busy = 0;
+    struct dirent *e;
+    while (!busy && (e = readdir(dir)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char stat_path[320];
+        snprintf(stat_path, sizeof stat_path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+        uint64_t start = 0;
+        char state = 0;
+        int rc = read_stat(stat_path, &start, &state);
+        busy = rc < 0 || (rc == 1 && !finished(state));
+    }
+    closedir(dir);
+    return busy;
+}
+
+/* 1: *out holds the start time of a process that still exists and has not
+ * finished exiting; 0: no such process, or it has finished (it holds no
+ * device memory); -1: cannot tell. */
 static int read_start_time(int32_t pid, uint64_t *out) {
     if (pid <= 0) return 0;
     char path[64];
+    char state = 0;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    return read_stat_start(path, out);
+    int rc = read_stat(path, out, &state);
+    if (rc == 1 && finished(state) && !threads_still_exiting(pid)) return 0;
+    return rc;
 }
 
 uint64_t hami_proc_pidns(void) {
@@ -76,7 +110,8 @@ int hami_proc_self(hami_proc_identity *out) {
     out->pidns = hami_proc_pidns();
     out->host_pid = read_nspid();
     if (out->host_pid <= 0) out->host_pid = out->pid;
-    return read_stat_start("/proc/self/stat", &out->start_time) == 1 ? 0 : -1;
+    char state = 0;
+    return read_stat("/proc/self/stat", &out->start_time, &state) == 1 ? 0 : -1;
 }
 
 uint64_t hami_proc_start_time(int32_t pid) {

@@ -52,6 +52,7 @@ static int init_lock(pthread_mutex_t *m) {
 static int fill_region(hami_region_shm *shm, int device_count, const uint64_t *mem, const uint32_t *core) {
     memset(shm, 0, sizeof *shm);
     if (init_lock(&shm->lock) != 0) return -1;
+    for (int i = 0; i < HAMI_REGION_MAX_SHARED; i++) shm->shared[i].payer = -1;
     for (int d = 0; d < device_count; d++) {
         shm->dev[d].memory_limit = mem ? mem[d] : 0;
         uint32_t c = core ? core[d] : 0;
@@ -345,8 +346,31 @@ void hami_region_close(hami_region *r) {
     free(r);
 }
 
+/* A robust mutex alone can hang for good: its unlock wakes one waiter, and if
+ * that waiter is killed before it takes the lock, the others sleep on a free
+ * lock that nobody will wake (the kernel's robust-list clean-up covers a dead
+ * owner, not a dead wakee).  So every wait is bounded: a waiter wakes at least
+ * every LOCK_SLICE_NS and looks at the lock word again.  A lost wake-up then
+ * costs one slice, never the process. */
+#define LOCK_SLICE_NS 2000000L
+
+static int wait_for_lock(pthread_mutex_t *m) {
+    int rc = pthread_mutex_trylock(m);
+    while (rc == EBUSY || rc == ETIMEDOUT) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += LOCK_SLICE_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &until);
+    }
+    return rc;
+}
+
 int hami_region_lock(hami_region *r) {
-    int rc = pthread_mutex_lock(&r->shm->lock);
+    int rc = wait_for_lock(&r->shm->lock);
     if (rc == EOWNERDEAD) {
         /* The previous holder died inside a critical section: its half-done
          * update is repaired from the slot table before anyone trusts the counters. */

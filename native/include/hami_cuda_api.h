@@ -5,8 +5,12 @@
  * Names and tags match cuda.h on purpose: when cuda.h was included first (its
  * guard __cuda_cuda_h__ is defined) the type block is skipped and the function
  * declarations below are checked by the compiler against NVIDIA's own.  The
- * test tests/limiter/test_cuda_api_header.py does that, and also compares
- * constants, sizes and field offsets, whenever a cuda.h is installed.
+ * declarations cuda.h makes only for the driver's own build (the _ptsz entry
+ * points, the 32-bit v1 ABI, the pre-12.0 cuGetProcAddress) are checked too,
+ * with __CUDA_API_VERSION_INTERNAL defined.  tests/limiter/test_cuda_api_header.py
+ * does both, and compares constants, sizes and field offsets, against every
+ * cuda.h it finds: a toolkit's, and those of the CUDA 12 and 13 runtime wheels
+ * the test extra installs, so the check never depends on the machine.
  */
 #ifndef HAMI_CUDA_API_H
 #define HAMI_CUDA_API_H
@@ -25,6 +29,7 @@ typedef enum cudaError_enum {
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_NOT_SUPPORTED = 801,
 } CUresult;
 
@@ -63,7 +68,13 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2,
 } CUdriverProcAddressQueryResult;
 
-typedef enum CUmemAllocationHandleType_enum { CU_MEM_HANDLE_TYPE_NONE = 0 } CUmemAllocationHandleType;
+typedef enum CUmemAllocationHandleType_enum {
+    CU_MEM_HANDLE_TYPE_NONE = 0,
+    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1, /* the shareable handle is an int file descriptor */
+    CU_MEM_HANDLE_TYPE_WIN32 = 0x2,
+    CU_MEM_HANDLE_TYPE_WIN32_KMT = 0x4,
+    CU_MEM_HANDLE_TYPE_FABRIC = 0x8,
+} CUmemAllocationHandleType;
 typedef enum CUmemLocationType_enum {
     CU_MEM_LOCATION_TYPE_INVALID = 0,
     CU_MEM_LOCATION_TYPE_DEVICE = 1,
@@ -229,10 +240,55 @@ typedef struct CUlaunchConfig_st {
 } CUlaunchConfig;
 
 #define CU_MEM_ATTACH_GLOBAL 0x1
+#define CU_DEVICE_CPU ((CUdevice)-1)
+
+/* ---- context limits: memory the driver sets aside when they are raised ---- */
+typedef enum CUlimit_enum {
+    CU_LIMIT_STACK_SIZE = 0x00,       /* bytes per GPU thread, reserved for every resident thread */
+    CU_LIMIT_PRINTF_FIFO_SIZE = 0x01, /* bytes */
+    CU_LIMIT_MALLOC_HEAP_SIZE = 0x02, /* bytes of the device-side malloc heap */
+    CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH = 0x03,
+    CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT = 0x04,
+    CU_LIMIT_MAX_L2_FETCH_GRANULARITY = 0x05,
+    CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06,
+} CUlimit; /* later limits are passed through */
+
+typedef enum CUdevice_attribute_enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
+} CUdevice_attribute; /* others are passed through */
+
+typedef enum CUmem_advise_enum {
+    CU_MEM_ADVISE_SET_READ_MOSTLY = 1,
+    CU_MEM_ADVISE_UNSET_READ_MOSTLY = 2,
+    CU_MEM_ADVISE_SET_PREFERRED_LOCATION = 3,
+    CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION = 4,
+    CU_MEM_ADVISE_SET_ACCESSED_BY = 5,
+    CU_MEM_ADVISE_UNSET_ACCESSED_BY = 6,
+} CUmem_advise;
 
 typedef struct CUuuid_st {
     char bytes[16];
 } CUuuid;
+
+/* ---- the 32-bit ABI before CUDA 3.2 (cuda.h declares it only for the driver's own build) ---- */
+typedef unsigned int CUdeviceptr_v1;
+
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
+    unsigned int Width;
+    unsigned int Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
+    unsigned int Width;
+    unsigned int Height;
+    unsigned int Depth;
+    CUarray_format Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
 #endif /* __cuda_cuda_h__ */
 
 /* ---- functions the shim wraps ---- */
@@ -283,11 +339,25 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
 CUresult cuDeviceGraphMemTrim(CUdevice device);
 /* synchronisation: where stream-ordered frees are known to have happened */
 CUresult cuCtxSynchronize(void);
+CUresult cuCtxSynchronize_v2(CUcontext ctx); /* CUDA 13: what cuGetProcAddress gives for cuCtxSynchronize */
 CUresult cuStreamSynchronize(CUstream hStream);
 CUresult cuEventSynchronize(CUevent hEvent);
+CUresult cuStreamQuery(CUstream hStream); /* CUDA_SUCCESS: the stream has done all its work */
+CUresult cuEventQuery(CUevent hEvent);
+/* context limits: the malloc heap, thread stacks and printf FIFO take device memory */
+CUresult cuCtxSetLimit(CUlimit limit, size_t value);
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit);
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+/* VMM shareable handles: another process (or this one) gets a handle to the same physical memory */
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags);
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType);
+/* managed memory kept on the host (virtual device memory) */
+CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *symbolStatus);
-#ifndef __cuda_cuda_h__
+#if !defined(__cuda_cuda_h__) || defined(__CUDA_API_VERSION_INTERNAL)
 /* The pre-12.0 lookup (cuda.h maps the name to _v2 unless built for the old ABI). */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 /* The pre-12.0 cuGraphInstantiate ABI (cuda.h declares it only for its own build). */
@@ -309,6 +379,17 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
                                            CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
+CUresult cuStreamQuery_ptsz(CUstream hStream);
+/* The v1 entry points of the 32-bit ABI, still exported by every driver: dlsym(h, "cuMemAlloc") and
+ * cuGetProcAddress with a version below 3020 return them. */
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize);
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes, unsigned int Height,
+                         unsigned int ElementSizeBytes);
+CUresult cuMemFree(CUdeviceptr_v1 dptr);
+CUresult cuMemGetInfo(unsigned int *free, unsigned int *total);
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
+CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray);
+CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray);
 #endif
 
 /* ---- further functions the fake libcuda provides (and the shim calls) ---- */
@@ -328,7 +409,6 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image);
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
 CUresult cuStreamDestroy_v2(CUstream hStream);
-CUresult cuStreamQuery(CUstream hStream);
 CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx);
 CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device);
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
@@ -364,8 +444,8 @@ CUresult cuGetErrorName(CUresult error, const char **pStr);
 /* Device identity: the NVML utilization source matches CUDA devices to NVML ones by these. */
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
-#ifndef __cuda_cuda_h__
-CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev); /* cuda.h maps this name to _v2 */
+#if !defined(__cuda_cuda_h__) || !defined(cuDeviceGetUuid)
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev); /* CUDA 13's cuda.h maps this name to _v2 */
 #endif
 
 #endif /* HAMI_CUDA_API_H */

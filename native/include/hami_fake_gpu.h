@@ -12,6 +12,14 @@
  * All counters are updated with __atomic builtins; readers may use plain loads
  * of aligned 64-bit fields (or __atomic_load_n).
  *
+ * When a process's device memory is freed.  A real driver frees it when the
+ * process's descriptors of the device nodes are released, late in its exit
+ * (after every exit handler, and after other files it holds may already be
+ * released).  The fakes model exactly that: each process keeps the state file
+ * open (its "device node") and holds an open-file-description lock on one byte
+ * per slot it uses; its memory counts until the kernel drops that lock.  A slot
+ * without a lock (no state file) is judged by its pid, as before.
+ *
  * Device configuration (read by whichever process creates the file):
  *   HAMI_FAKE_<VENDOR>_DEVICES     device count (VENDOR = CUDA, ASCEND, CAMBRICON),
  *   HAMI_FAKE_DEVICES              ... fallback for any vendor, default 1
@@ -24,6 +32,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -35,15 +44,23 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Open-file-description locks (Linux >= 3.15), also for includers without _GNU_SOURCE. */
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK 36
+#define F_OFD_SETLK 37
+#endif
+
 #define HAMI_FAKE_GPU_MAGIC 0x31414746494D4148ULL /* "HAMIFGA1" as little-endian bytes */
-#define HAMI_FAKE_GPU_VERSION 1u
+#define HAMI_FAKE_GPU_VERSION 2u
 #define HAMI_FAKE_GPU_MAX_DEVICES 16
 #define HAMI_FAKE_GPU_MAX_PROCS 64
+#define HAMI_FAKE_PROC_LOCKED 1u           /* the holder's "device node" lock guards the slot */
+#define HAMI_FAKE_LOCK_BASE (1LL << 32)   /* lock bytes: base + device * MAX_PROCS + slot */
 
 /* One process's share of one fake device.  pid 0 = free slot. */
 typedef struct hami_fake_proc {
     int32_t pid;
-    uint32_t reserved;
+    uint32_t flags;        /* HAMI_FAKE_PROC_*; was reserved (0) */
     uint64_t used_bytes;   /* device memory this pid holds now */
     uint64_t busy_ns;      /* cumulative kernel time of this pid's kernels (counted when queued) */
     uint64_t launches;     /* kernels launched by this pid */
@@ -57,6 +74,9 @@ typedef struct hami_fake_device {
     uint64_t busy_until_ns;    /* CLOCK_MONOTONIC end of the virtual timeline */
     uint64_t launches;         /* kernels launched on this device */
     hami_fake_proc procs[HAMI_FAKE_GPU_MAX_PROCS];
+    /* Host memory behind this device's managed allocations (version 2): never device capacity. */
+    uint64_t host_bytes;
+    uint64_t host_peak_bytes;
 } hami_fake_device;
 
 typedef struct hami_fake_gpu_state {
@@ -69,7 +89,7 @@ typedef struct hami_fake_gpu_state {
 } hami_fake_gpu_state;
 
 _Static_assert(sizeof(hami_fake_proc) == 32, "fake GPU layout changed: bump HAMI_FAKE_GPU_VERSION");
-_Static_assert(sizeof(hami_fake_device) == 48 + 32 * HAMI_FAKE_GPU_MAX_PROCS, "fake GPU layout changed");
+_Static_assert(sizeof(hami_fake_device) == 48 + 32 * HAMI_FAKE_GPU_MAX_PROCS + 16, "fake GPU layout changed");
 
 /* ---- helpers shared by the fake runtimes (static inline: header-only) ---- */
 
@@ -114,6 +134,21 @@ static inline void hami_fake_init_state(hami_fake_gpu_state *s, const char *vend
     s->magic = HAMI_FAKE_GPU_MAGIC;
 }
 
+/* This library's view of the state file (each fake library has its own). */
+static hami_fake_gpu_state *hami_fake_mapped;
+static int hami_fake_fd = -1; /* the process's "device node": closed when the process is torn down */
+
+static inline void hami_fake_reopen_in_child(void) {
+    /* A forked child is another process: its own description of the file, so
+     * that the parent's locks are not the child's (and the parent's death shows). */
+    if (hami_fake_fd < 0) return;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", hami_fake_fd);
+    int fresh = open(self, O_RDWR | O_CLOEXEC);
+    close(hami_fake_fd);
+    hami_fake_fd = fresh;
+}
+
 /* Maps the state named by $HAMI_FAKE_GPU_STATE, creating it when absent.
  * Creation writes a complete file under a temporary name and link()s it into
  * place, so a concurrent process never sees a half-initialised file. */
@@ -124,7 +159,7 @@ static inline hami_fake_gpu_state *hami_fake_gpu_attach(const char *vendor) {
         s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (s == MAP_FAILED) return NULL;
         hami_fake_init_state(s, vendor);
-        return s;
+        return hami_fake_mapped = s;
     }
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
@@ -152,13 +187,38 @@ static inline hami_fake_gpu_state *hami_fake_gpu_attach(const char *vendor) {
         return NULL;
     }
     s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (s == MAP_FAILED) return NULL;
-    if (s->magic != HAMI_FAKE_GPU_MAGIC || s->version != HAMI_FAKE_GPU_VERSION) {
-        munmap(s, sizeof *s);
+    if (s == MAP_FAILED) {
+        close(fd);
         return NULL;
     }
-    return s;
+    if (s->magic != HAMI_FAKE_GPU_MAGIC || s->version != HAMI_FAKE_GPU_VERSION) {
+        munmap(s, sizeof *s);
+        close(fd);
+        return NULL;
+    }
+    hami_fake_fd = fd;
+    pthread_atfork(NULL, NULL, hami_fake_reopen_in_child);
+    return hami_fake_mapped = s;
+}
+
+static inline struct flock hami_fake_lock_byte(const hami_fake_device *d, const hami_fake_proc *p, short type) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = HAMI_FAKE_LOCK_BASE + (d - hami_fake_mapped->devices) * HAMI_FAKE_GPU_MAX_PROCS + (p - d->procs);
+    fl.l_len = 1;
+    return fl;
+}
+
+/* Takes the "device node" lock of a slot this process just claimed. */
+static inline void hami_fake_lock_slot(hami_fake_device *d, hami_fake_proc *p) {
+    uint32_t flags = 0;
+    if (hami_fake_fd >= 0) {
+        struct flock fl = hami_fake_lock_byte(d, p, F_WRLCK);
+        if (fcntl(hami_fake_fd, F_OFD_SETLK, &fl) == 0) flags = HAMI_FAKE_PROC_LOCKED;
+    }
+    __atomic_store_n(&p->flags, flags, __ATOMIC_RELEASE);
 }
 
 /* Dead = gone, or a zombie not yet reaped (it holds no device memory). */
@@ -174,6 +234,20 @@ static inline int hami_fake_pid_dead(int32_t pid) {
     buf[n] = '\0';
     char *rp = strrchr(buf, ')');
     return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* Whether the memory of a slot's process has been freed, as a driver frees it:
+ * the slot's lock is gone once the process's "device node" is released; a slot
+ * without one falls back on its pid. */
+static inline int hami_fake_slot_dead(const hami_fake_device *d, const hami_fake_proc *p, int32_t pid) {
+    if (pid == (int32_t)getpid()) return 0;
+    if ((__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & HAMI_FAKE_PROC_LOCKED) && hami_fake_fd >= 0 &&
+        hami_fake_mapped) {
+        struct flock fl = hami_fake_lock_byte(d, p, F_WRLCK);
+        if (fcntl(hami_fake_fd, F_OFD_GETLK, &fl) != 0) return 0; /* cannot tell: keep its memory */
+        return fl.l_type == F_UNLCK;
+    }
+    return hami_fake_pid_dead(pid);
 }
 
 /* Serialises slot claims among the threads of one process.  Without it two
@@ -202,24 +276,43 @@ static inline void hami_fake_claim_lock(int32_t self) {
 
 static inline void hami_fake_claim_unlock(void) { __atomic_store_n(&hami_fake_claim_owner, 0, __ATOMIC_RELEASE); }
 
+/* A slot of this pid found at its first use in this process image: another fake
+ * library of the image shares it (its lock is held by that library's
+ * description), or an earlier image left it before exec() -- which released the
+ * image's "device node" and so freed its memory. */
+static inline void hami_fake_adopt_own_slot(hami_fake_device *d, hami_fake_proc *p) {
+    if (!(__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & HAMI_FAKE_PROC_LOCKED) || hami_fake_fd < 0) return;
+    struct flock fl = hami_fake_lock_byte(d, p, F_WRLCK);
+    if (fcntl(hami_fake_fd, F_OFD_SETLK, &fl) != 0) return; /* held in this image: shared */
+    uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
+    __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
+}
+
 static inline hami_fake_proc *hami_fake_proc_slot_locked(hami_fake_device *d, int32_t pid) {
-    for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++)
-        if (__atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == pid) return &d->procs[i];
+    for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
+        if (__atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == pid) {
+            hami_fake_adopt_own_slot(d, &d->procs[i]);
+            return &d->procs[i];
+        }
+    }
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
             hami_fake_proc *p = &d->procs[i];
             int32_t cur = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
             if (cur == 0) {
                 int32_t zero = 0;
-                if (__atomic_compare_exchange_n(&p->pid, &zero, pid, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                if (__atomic_compare_exchange_n(&p->pid, &zero, pid, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                    hami_fake_lock_slot(d, p);
                     return p;
-            } else if (pass == 1 && cur > 0 && hami_fake_pid_dead(cur)) {
+                }
+            } else if (pass == 1 && cur > 0 && hami_fake_slot_dead(d, p, cur)) {
                 /* -1 marks "being recycled" so only one process returns its bytes. */
                 if (__atomic_compare_exchange_n(&p->pid, &cur, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
                     uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
                     __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
                     __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
                     __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
+                    hami_fake_lock_slot(d, p);
                     __atomic_store_n(&p->pid, pid, __ATOMIC_RELEASE);
                     return p;
                 }
@@ -247,12 +340,13 @@ static inline int hami_fake_reap_dead(hami_fake_device *d) {
     for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
         hami_fake_proc *p = &d->procs[i];
         int32_t cur = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-        if (cur > 0 && hami_fake_pid_dead(cur) &&
+        if (cur > 0 && hami_fake_slot_dead(d, p, cur) &&
             __atomic_compare_exchange_n(&p->pid, &cur, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
             uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
             __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
             __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
             __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&p->flags, 0, __ATOMIC_RELEASE);
             __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
             n++;
         }

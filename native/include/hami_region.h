@@ -32,9 +32,10 @@
 #include <stdint.h>
 
 #define HAMI_REGION_MAGIC 0x314E4752494D4148ULL /* "HAMIRGN1" as little-endian bytes */
-#define HAMI_REGION_VERSION 2u
+#define HAMI_REGION_VERSION 3u
 #define HAMI_REGION_MAX_DEVICES 16
 #define HAMI_REGION_MAX_PROCS 256
+#define HAMI_REGION_MAX_SHARED 64
 
 /* Return codes of the core API (negative errno values are also possible). */
 #define HAMI_OK 0
@@ -72,7 +73,7 @@ typedef struct hami_region_device {
     uint64_t memory_used;   /* bytes reserved by all live slots */
     uint64_t memory_peak;   /* high-water mark of memory_used */
     uint32_t core_limit;    /* percent; 0 or >= 100 = unlimited */
-    uint32_t reserved0;
+    uint32_t flags;         /* HAMI_DEV_*, written under the lock */
     /* token bucket (GCRA form): a launch may start at max(tat, now - burst) and
      * pushes tat by pace_ns.  Lock-free: one CAS per launch. */
     uint64_t tat_ns;
@@ -94,8 +95,16 @@ typedef struct hami_region_device {
     uint64_t nvml_busy_ns;    /* device time integrated from NVML samples so far */
     uint64_t nvml_seen_us;    /* timeStamp of the newest per-process sample integrated */
     uint64_t nvml_rates_ns;   /* CLOCK_MONOTONIC of the last device-wide reading (fallback) */
-    uint64_t pad[1];
+    /* Virtual device memory (HAMI_DEV_VIRTUAL): the part of memory_used that the card
+     * could not hold physically, served from host-backed managed memory instead. */
+    uint64_t spill_used;      /* bytes of memory_used served from host memory */
+    uint64_t spill_limit;     /* most bytes that may be served from host memory; 0 = up to memory_limit */
+    uint64_t spill_peak;      /* high-water mark of spill_used */
+    uint64_t pad[2];
 } hami_region_device;
+
+/* hami_region_device.flags */
+#define HAMI_DEV_VIRTUAL 1u   /* allocations the card cannot hold physically spill to host memory */
 
 /* hami_region_proc.flags */
 #define HAMI_PROC_LOCKED 1u   /* the process holds its slot's liveness lock */
@@ -108,7 +117,20 @@ typedef struct hami_region_proc {
     int32_t host_pid;       /* its pid as its /proc mount numbers it (NSpid, outermost): for people, not liveness */
     uint32_t reserved;
     uint64_t used[HAMI_REGION_MAX_DEVICES];
+    uint64_t spilled[HAMI_REGION_MAX_DEVICES]; /* the part of used[] served from host memory */
 } hami_region_proc;
+
+/* A VMM allocation exported as a shareable handle: the physical memory lives while
+ * any process holds a handle to it or a mapping of it, in whichever process.  It
+ * is charged once, to one of its holders (the payer); when the payer lets go, the
+ * charge moves to another holder, and with the last holder it goes. */
+typedef struct hami_region_shared {
+    uint64_t key_dev, key_ino;  /* identity of the exported handle (fstat of the POSIX fd) */
+    uint64_t size;
+    int32_t device;
+    int32_t payer;              /* slot whose used[device] carries the charge; -1 = entry free */
+    uint64_t holders[HAMI_REGION_MAX_PROCS / 64]; /* bit s: slot s holds a handle or mapping */
+} hami_region_shared;
 
 typedef struct hami_region_shm {
     hami_region_header hdr;
@@ -119,13 +141,15 @@ typedef struct hami_region_shm {
     uint64_t last_reclaim_ns;        /* rate-limits reclaim scans on the OOM path */
     hami_region_device dev[HAMI_REGION_MAX_DEVICES];
     hami_region_proc proc[HAMI_REGION_MAX_PROCS];
+    hami_region_shared shared[HAMI_REGION_MAX_SHARED];
 } hami_region_shm;
 
 /* The file layout is a contract between processes built at different times:
  * any change must bump HAMI_REGION_VERSION (old files are then refused). */
 _Static_assert(sizeof(hami_region_header) == 48, "region header layout changed: bump HAMI_REGION_VERSION");
-_Static_assert(sizeof(hami_region_device) == 160, "region device layout changed: bump HAMI_REGION_VERSION");
-_Static_assert(sizeof(hami_region_proc) == 160, "region slot layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_device) == 192, "region device layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_proc) == 288, "region slot layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_shared) == 64, "region shared-allocation layout changed: bump HAMI_REGION_VERSION");
 
 /* One process's handle on a region (process-local, never shared). */
 typedef struct hami_region {
@@ -154,6 +178,11 @@ typedef struct hami_device_info {
     int32_t util_valid;     /* 1 when util_x100 was measured in the last 2 s */
     uint64_t util_x100;
     uint64_t launches;
+    uint32_t flags;         /* HAMI_DEV_* */
+    uint32_t reserved;
+    uint64_t spill_used;
+    uint64_t spill_limit;
+    uint64_t spill_peak;
 } hami_device_info;
 
 typedef struct hami_proc_info {
@@ -200,11 +229,26 @@ int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
 void hami_region_unregister(hami_region *r, int slot);
 /* An exiting process: frees its slot if it holds no memory (returns 1).  A slot
  * still holding memory is left for the reclaim scan, which frees it once the
- * process is gone or a zombie -- when a driver has really freed that memory,
+ * process is gone or has finished exiting (every thread gone or a zombie) -- when a driver has really freed that memory,
  * not while the process is still running its exit handlers (returns 0). */
 int hami_region_leave(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
+/* Virtual device memory: turns spilling on or off for a device, with a cap on host-backed bytes (0:
+ * up to the memory limit).  Spill accounting moves bytes the slot already reserved into its spilled
+ * part (HAMI_E_OOM past the cap, HAMI_E_INVALID when the device is not virtual); the release moves
+ * them back (the reservation itself goes with hami_region_release). */
+int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t spill_limit);
+/* Shared physical allocations (VMM shareable handles).  share: the slot, which already carries
+ * the allocation's charge, exports it under a key; returns the entry (or -HAMI_E_*).  join: a
+ * slot that imported a handle of that key becomes a holder; returns the entry and its size and
+ * device, or -1 when no process of this region exported it.  leave: the slot holds no handle or
+ * mapping of it any more; the charge moves to another holder, or goes with the last one. */
+int hami_region_share(hami_region *r, int slot, int device, uint64_t size, uint64_t key_dev, uint64_t key_ino);
+int hami_region_join(hami_region *r, int slot, uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device);
+void hami_region_leave_shared(hami_region *r, int slot, int entry);
+int hami_region_spill(hami_region *r, int slot, int device, uint64_t bytes);
+void hami_region_unspill(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);
 int hami_region_device_info(hami_region *r, int device, hami_device_info *out);
 int hami_region_proc_infos(hami_region *r, hami_proc_info *out, int max);

@@ -77,6 +77,7 @@ static int ready(void) {
 }
 
 int fake_ready(void) { return ready(); }
+uint64_t fake_state_stamp(void) { return ready() ? g_state->created_ns : 0; }
 
 static hami_fake_proc *proc_of(int dev) {
     hami_fake_proc *p = __atomic_load_n(&g_proc[dev], __ATOMIC_ACQUIRE);
@@ -275,10 +276,7 @@ static void device_reached(int dev) {
 
 static struct CUstream_st *g_streams[256]; /* created streams, for a device-wide synchronize */
 
-EXPORT CUresult cuCtxSynchronize(void) {
-    int dev;
-    CUresult rc = current_dev(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
+static CUresult synchronize_device(int dev) {
     hami_fake_synchronize(state_of(dev));
     device_reached(dev);
     pthread_mutex_lock(&fake_mu);
@@ -289,10 +287,24 @@ EXPORT CUresult cuCtxSynchronize(void) {
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuCtxSynchronize(void) {
+    int dev;
+    CUresult rc = current_dev(&dev);
+    return rc != CUDA_SUCCESS ? rc : synchronize_device(dev);
+}
+
+/* CUDA 13: the context to synchronise (NULL: the current one). */
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    if (!ctx) return cuCtxSynchronize();
+    if (!valid_dev(ctx->device)) return CUDA_ERROR_INVALID_CONTEXT;
+    return synchronize_device(ctx->device);
+}
+
 /* ---- memory ---- */
 
 CUresult fake_take(int dev, uint64_t bytes) {
     hami_fake_device *d = state_of(dev);
+    fake_share_reap(); /* exported memory whose holders are all gone is free again */
     if (hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     if (hami_fake_reap_dead(d) > 0 && hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -300,17 +312,24 @@ CUresult fake_take(int dev, uint64_t bytes) {
 
 void fake_give(int dev, uint64_t bytes) { hami_fake_mem_give(state_of(dev), proc_of(dev), bytes); }
 
-static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes) {
+/* The 32-bit ABI's allocations come from below 4 GiB, where its pointers reach. */
+static uint64_t g_next_low_addr = 0x10000000ull;
+
+static CUresult alloc_from(int dev, CUdeviceptr *dptr, size_t bytes, uint64_t *next) {
     if (!dptr) return CUDA_ERROR_INVALID_VALUE;
     if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (next == &g_next_low_addr && __atomic_load_n(next, __ATOMIC_RELAXED) + bytes > 0xffffffffull)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = fake_take(dev, bytes);
     if (rc != CUDA_SUCCESS) return rc;
     /* Addresses are never reused within a process, so a stale free cannot hit a new block. */
-    uint64_t addr = __atomic_fetch_add(&g_next_addr, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
+    uint64_t addr = __atomic_fetch_add(next, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
     hami_ptrmap_put(&g_ptrs, addr, bytes, dev);
     *dptr = addr;
     return CUDA_SUCCESS;
 }
+
+static CUresult alloc_on(int dev, CUdeviceptr *dptr, size_t bytes) { return alloc_from(dev, dptr, bytes, &g_next_addr); }
 
 static CUresult alloc_current(CUdeviceptr *dptr, size_t bytes) {
     int dev;
@@ -318,10 +337,58 @@ static CUresult alloc_current(CUdeviceptr *dptr, size_t bytes) {
     return rc != CUDA_SUCCESS ? rc : alloc_on(dev, dptr, bytes);
 }
 
+CUresult fake_alloc_low(CUdeviceptr *dptr, size_t bytes) {
+    int dev;
+    CUresult rc = current_dev(&dev);
+    return rc != CUDA_SUCCESS ? rc : alloc_from(dev, dptr, bytes, &g_next_low_addr);
+}
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) { return alloc_current(dptr, bytesize); }
 
+/* Managed memory lives in host memory until the device touches it, and the fake
+ * never touches: its bytes count on the host (host_bytes), not against the
+ * device's capacity -- the host side of virtual device memory.
+ * $HAMI_FAKE_HOST_MEMORY_MIB caps them (default: no cap). */
+#define HOST_BACKED (1 << 30) /* a pointer map entry's device, marked: host memory */
+
+static CUresult alloc_host(int dev, CUdeviceptr *dptr, size_t bytes) {
+    if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    hami_fake_device *d = state_of(dev);
+    const char *cap = getenv("HAMI_FAKE_HOST_MEMORY_MIB");
+    uint64_t limit = cap && *cap ? strtoull(cap, NULL, 10) << 20 : UINT64_MAX;
+    uint64_t now = __atomic_add_fetch(&d->host_bytes, bytes, __ATOMIC_ACQ_REL);
+    if (now > limit) {
+        __atomic_fetch_sub(&d->host_bytes, bytes, __ATOMIC_ACQ_REL);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint64_t peak = __atomic_load_n(&d->host_peak_bytes, __ATOMIC_ACQUIRE);
+    while (now > peak && !__atomic_compare_exchange_n(&d->host_peak_bytes, &peak, now, 1, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE)) {
+    }
+    uint64_t addr = __atomic_fetch_add(&g_next_addr, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
+    hami_ptrmap_put(&g_ptrs, addr, bytes, dev | HOST_BACKED);
+    *dptr = addr;
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-    return alloc_current(dptr, bytesize);
+    int dev;
+    CUresult rc = current_dev(&dev);
+    return rc != CUDA_SUCCESS ? rc : alloc_host(dev, dptr, bytesize);
+}
+
+/* Advice changes where managed pages would live, not how much memory they take here. */
+EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location) {
+    uint64_t size;
+    int32_t dev;
+    if (hami_ptrmap_take(&g_ptrs, devPtr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    hami_ptrmap_put(&g_ptrs, devPtr, size, dev);
+    return dev & HOST_BACKED && count <= size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device) {
+    CUmemLocation where = {device == CU_DEVICE_CPU ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE, device};
+    return cuMemAdvise_v2(devPtr, count, advice, where);
 }
 
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -339,7 +406,8 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     uint64_t size;
     int32_t dev;
     if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) == 0) {
-        fake_give(dev, size);
+        if (dev & HOST_BACKED) __atomic_fetch_sub(&state_of(dev & ~HOST_BACKED)->host_bytes, size, __ATOMIC_ACQ_REL);
+        else fake_give(dev, size);
         return CUDA_SUCCESS;
     }
     if (fake_pool_owns(dptr)) return fake_pool_free_now(dptr);
@@ -357,6 +425,10 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     int32_t dev;
     if (!s) return CUDA_ERROR_INVALID_CONTEXT;
     if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (dev & HOST_BACKED) { /* host memory: nothing of the device's waits for the stream */
+        __atomic_fetch_sub(&state_of(dev & ~HOST_BACKED)->host_bytes, size, __ATOMIC_ACQ_REL);
+        return CUDA_SUCCESS;
+    }
     pthread_mutex_lock(&fake_mu);
     CUresult rc = fake_defer_free(s, -1, dev, size);
     pthread_mutex_unlock(&fake_mu);
@@ -445,15 +517,23 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
 
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
 
-/* The fake's streams are always idle once their kernels started: a query observes that. */
+/* A query answers as a real one: CUDA_ERROR_NOT_READY while the device still runs
+ * queued kernels, else CUDA_SUCCESS -- and the stream has then reached its frees. */
+static int device_busy(int dev) {
+    return __atomic_load_n(&state_of(dev)->busy_until_ns, __ATOMIC_ACQUIRE) > hami_fake_now_ns();
+}
+
 EXPORT CUresult cuStreamQuery(CUstream hStream) {
     CUstream s = fake_stream(hStream);
     if (!s) return CUDA_ERROR_INVALID_CONTEXT;
+    if (device_busy(s->device)) return CUDA_ERROR_NOT_READY;
     pthread_mutex_lock(&fake_mu);
     fake_stream_reached(s, UINT64_MAX);
     pthread_mutex_unlock(&fake_mu);
     return CUDA_SUCCESS;
 }
+
+EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
 
 EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
     struct CUevent_st *e = calloc(1, sizeof *e);
@@ -481,6 +561,17 @@ EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
         pthread_mutex_unlock(&fake_mu);
     }
     fake_pools_release_to_threshold();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventQuery(CUevent hEvent) {
+    if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
+    if (hEvent->stream) {
+        if (device_busy(hEvent->stream->device)) return CUDA_ERROR_NOT_READY;
+        pthread_mutex_lock(&fake_mu);
+        fake_stream_reached(hEvent->stream, hEvent->seq);
+        pthread_mutex_unlock(&fake_mu);
+    }
     return CUDA_SUCCESS;
 }
 

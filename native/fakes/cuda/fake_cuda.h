@@ -54,6 +54,7 @@ struct CUevent_st {
 extern pthread_mutex_t fake_mu;
 
 int fake_ready(void);
+uint64_t fake_state_stamp(void); /* when the shared state file was created: tells one from its successor */
 int fake_valid_dev(int dev);
 CUresult fake_current_dev(int *dev);
 hami_fake_device *fake_state_of(int dev);
@@ -61,6 +62,10 @@ hami_fake_proc *fake_proc_of(int dev);
 /* Takes bytes of the device's capacity for this process (CUDA_ERROR_OUT_OF_MEMORY when full). */
 CUresult fake_take(int dev, uint64_t bytes);
 void fake_give(int dev, uint64_t bytes);
+/* The pre-12.2 advice (CUDA 13's cuda.h gives the name to the location form; the fake exports both). */
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device);
+/* cuMemAlloc of the 32-bit ABI: an address below 4 GiB (fake_cuda_v1.c). */
+CUresult fake_alloc_low(CUdeviceptr *dptr, size_t bytes);
 /* Fresh device addresses, never reused within a process. */
 uint64_t fake_new_va(uint64_t bytes);
 /* The stream a handle names (NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the current device's default). */
@@ -76,6 +81,13 @@ CUresult fake_defer_free(CUstream s, int pool, int device, uint64_t size);
 void fake_stream_reached(CUstream s, uint64_t seq);
 /* A synchronisation: pools above their release threshold give idle memory back. */
 void fake_pools_release_to_threshold(void);
+
+/* fake_cuda_share.c: exported VMM allocations, held across processes */
+int fake_share_export(int device, uint64_t size, uint64_t *id_out);
+int fake_share_token_fd(int entry, uint64_t id);
+int fake_share_import(int fd, uint64_t *size, int *device);
+void fake_share_drop(int entry);
+void fake_share_reap(void);
 
 /* fake_cuda_graph.c */
 int fake_graph_owns(uint64_t ptr);

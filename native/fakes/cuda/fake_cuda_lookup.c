@@ -11,6 +11,7 @@
 #define ENTRY(name) {#name, (void *)name}
 
 void hamiFakeCudaSetKernelNs(uint64_t ns);
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device); /* fake_cuda.c */
 
 static const struct { const char *name; void *fn; } TABLE[] = {
     ENTRY(cuInit), ENTRY(cuDriverGetVersion), ENTRY(cuDeviceGetCount), ENTRY(cuDeviceGet),
@@ -27,15 +28,22 @@ static const struct { const char *name; void *fn; } TABLE[] = {
     ENTRY(cuDeviceGetPCIBusId), ENTRY(cuDeviceGetUuid), ENTRY(cuDeviceGetUuid_v2),
     /* contexts, streams, events */
     ENTRY(cuCtxGetDevice_v2), ENTRY(cuCtxPushCurrent_v2), ENTRY(cuCtxPopCurrent_v2), ENTRY(cuStreamDestroy_v2),
-    ENTRY(cuStreamQuery), ENTRY(cuStreamGetCtx), ENTRY(cuStreamGetDevice), ENTRY(cuStreamSynchronize_ptsz),
+    ENTRY(cuStreamQuery), ENTRY(cuStreamQuery_ptsz), ENTRY(cuEventQuery), ENTRY(cuCtxSynchronize_v2), ENTRY(cuStreamGetCtx), ENTRY(cuStreamGetDevice), ENTRY(cuStreamSynchronize_ptsz),
     ENTRY(cuEventCreate), ENTRY(cuEventRecord), ENTRY(cuEventSynchronize), ENTRY(cuEventDestroy_v2),
     /* VMM */
     ENTRY(cuMemGetAllocationGranularity), ENTRY(cuMemAddressReserve), ENTRY(cuMemAddressFree), ENTRY(cuMemMap),
     ENTRY(cuMemUnmap), ENTRY(cuMemRetainAllocationHandle), ENTRY(cuMemSetAccess),
+    ENTRY(cuMemExportToShareableHandle), ENTRY(cuMemImportFromShareableHandle),
     /* pools */
     ENTRY(cuMemAllocFromPoolAsync), ENTRY(cuMemAllocFromPoolAsync_ptsz), ENTRY(cuMemPoolCreate),
     ENTRY(cuMemPoolDestroy), ENTRY(cuMemPoolTrimTo), ENTRY(cuMemPoolGetAttribute), ENTRY(cuMemPoolSetAttribute),
     ENTRY(cuDeviceGetDefaultMemPool), ENTRY(cuDeviceGetMemPool), ENTRY(cuDeviceSetMemPool),
+    ENTRY(cuMemAdvise), ENTRY(cuMemAdvise_v2),
+    /* context limits */
+    ENTRY(cuCtxSetLimit), ENTRY(cuCtxGetLimit), ENTRY(cuDeviceGetAttribute),
+    /* the 32-bit ABI */
+    ENTRY(cuMemAlloc), ENTRY(cuMemAllocPitch), ENTRY(cuMemFree), ENTRY(cuMemGetInfo), ENTRY(cuDeviceTotalMem),
+    ENTRY(cuArrayCreate), ENTRY(cuArray3DCreate),
     /* arrays */
     ENTRY(cuArrayCreate_v2), ENTRY(cuArray3DCreate_v2), ENTRY(cuMipmappedArrayCreate), ENTRY(cuArrayDestroy),
     ENTRY(cuMipmappedArrayDestroy), ENTRY(cuArrayGetMemoryRequirements), ENTRY(cuMipmappedArrayGetMemoryRequirements),
@@ -51,6 +59,15 @@ static void *find(const char *name) {
     return NULL;
 }
 
+static const struct { const char *base, *newer; int since; } VERSIONED[] = {
+    {"cuCtxSynchronize", "cuCtxSynchronize_v2", 13000},
+    /* the 64-bit ABI of CUDA 3.2; before it, the v1 entry points */
+    {"cuMemAlloc", "cuMemAlloc_v2", 3020}, {"cuMemAllocPitch", "cuMemAllocPitch_v2", 3020},
+    {"cuMemFree", "cuMemFree_v2", 3020}, {"cuMemGetInfo", "cuMemGetInfo_v2", 3020},
+    {"cuDeviceTotalMem", "cuDeviceTotalMem_v2", 3020}, {"cuArrayCreate", "cuArrayCreate_v2", 3020},
+    {"cuArray3DCreate", "cuArray3DCreate_v2", 3020},
+};
+
 static void *resolve(const char *symbol, int version, cuuint64_t flags) {
     char name[256];
     void *fn = NULL;
@@ -62,6 +79,10 @@ static void *resolve(const char *symbol, int version, cuuint64_t flags) {
     }
     if (!fn && strcmp(symbol, "cuGetProcAddress") == 0 && version >= 12000) fn = find("cuGetProcAddress_v2");
     if (!fn && strcmp(symbol, "cuGraphInstantiate") == 0 && version >= 12000) fn = find("cuGraphInstantiateWithFlags");
+    /* Versioned names: the caller's version picks the ABI (CUDA 13 changed cuCtxSynchronize's). */
+    for (size_t i = 0; !fn && i < sizeof VERSIONED / sizeof VERSIONED[0]; i++)
+        if (strcmp(symbol, VERSIONED[i].base) == 0)
+            fn = find(version >= VERSIONED[i].since ? VERSIONED[i].newer : VERSIONED[i].base);
     /* cuCtxGetDevice_v2 is another function (it takes a context), not a newer ABI of the same one. */
     if (!fn && strcmp(symbol, "cuGetProcAddress") != 0 && strcmp(symbol, "cuCtxGetDevice") != 0) {
         snprintf(name, sizeof name, "%s_v2", symbol);

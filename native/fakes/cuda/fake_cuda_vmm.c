@@ -14,6 +14,8 @@ typedef struct fake_handle {
     int device;
     int refs;  /* creation + retains not yet released */
     int maps;  /* live mappings */
+    int shared; /* entry of fake_cuda_share.c once exported or imported, else -1 */
+    uint64_t export_id;
     struct fake_handle *next;
 } fake_handle;
 
@@ -41,7 +43,8 @@ static void drop_if_unused(fake_handle *h) {
             break;
         }
     }
-    fake_give(h->device, h->size);
+    if (h->shared >= 0) fake_share_drop(h->shared); /* other processes may hold it still */
+    else fake_give(h->device, h->size);
     free(h);
 }
 
@@ -70,6 +73,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
     h->size = size;
     h->device = dev;
     h->refs = 1;
+    h->shared = -1;
     h->next = g_handles;
     g_handles = h;
     pthread_mutex_unlock(&fake_mu);
@@ -159,4 +163,50 @@ EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle
 
 EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
     return ptr && desc && count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType handleType, unsigned long long flags) {
+    if (!shareableHandle) return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&fake_mu);
+    fake_handle *h = find_live(handle);
+    CUresult rc = h ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    uint64_t id = 0;
+    if (h && h->shared < 0) {
+        h->shared = fake_share_export(h->device, h->size, &id);
+        if (h->shared < 0) rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else h->export_id = id;
+    }
+    int fd = rc == CUDA_SUCCESS ? fake_share_token_fd(h->shared, h->export_id) : -1;
+    pthread_mutex_unlock(&fake_mu);
+    if (rc == CUDA_SUCCESS && fd < 0) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS) *(int *)shareableHandle = fd;
+    return rc;
+}
+
+/* Another handle to the same physical memory: this process holds it until released (and unmapped). */
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                               CUmemAllocationHandleType shHandleType) {
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+    fake_handle *h = calloc(1, sizeof *h);
+    if (!h) return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fake_mu);
+    uint64_t size = 0;
+    int device = 0;
+    int entry = fake_share_import((int)(intptr_t)osHandle, &size, &device);
+    if (entry >= 0) {
+        h->handle = g_next_handle++;
+        h->size = size;
+        h->device = device;
+        h->refs = 1;
+        h->shared = entry;
+        h->next = g_handles;
+        g_handles = h;
+        *handle = h->handle;
+    }
+    pthread_mutex_unlock(&fake_mu);
+    if (entry < 0) free(h);
+    return entry >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -71,6 +71,28 @@ __attribute__((destructor)) static void leave(void) {
         __atomic_store_n(&hami_g_shim.slot, -1, __ATOMIC_RELEASE); /* an allocation in a later exit handler registers again */
 }
 
+/* Settings only the environment gives, for a region the environment describes (a private one, or the
+ * per-user default): virtual device memory (HAMI_VIRTUAL_MEMORY[_i] = 1, with an optional host cap
+ * HAMI_VIRTUAL_MEMORY_HOST_LIMIT[_i]), and -- for the per-user region while none of its processes
+ * holds memory -- the limits themselves, so that the region follows the current environment. */
+static const char *const VIRTUAL_VARS[] = {"HAMI_VIRTUAL_MEMORY", NULL};
+static const char *const SPILL_VARS[] = {"HAMI_VIRTUAL_MEMORY_HOST_LIMIT", NULL};
+
+static void apply_env_settings(hami_region *r, const uint64_t *mem, const uint32_t *core, int user) {
+    if (user && hami_region_reclaim_dead(r) >= 0) {
+        int idle = 1;
+        for (int d = 0; d < r->device_count && idle; d++)
+            idle = __atomic_load_n(&r->shm->dev[d].memory_used, __ATOMIC_ACQUIRE) == 0;
+        for (int d = 0; d < r->device_count && idle; d++) hami_region_set_limit(r, d, mem[d], core[d]);
+    }
+    for (int d = 0; d < r->device_count; d++) {
+        const char *v = env_for(VIRTUAL_VARS, d), *cap = env_for(SPILL_VARS, d);
+        uint64_t spill = 0;
+        if (cap && hami_parse_bytes(cap, &spill) != 0) spill = 0;
+        if (v && strcmp(v, "1") == 0) hami_region_set_virtual(r, d, 1, spill);
+    }
+}
+
 void hami_shim_setup(const hami_shim_config *cfg) {
     hami_g_shim.tag = cfg->tag;
     uint64_t mem[HAMI_REGION_MAX_DEVICES] = {0};
@@ -101,8 +123,15 @@ void hami_shim_setup(const hami_shim_config *cfg) {
         const char *v = getenv(*n);
         if (v && *v) path = v;
     }
-    char err[512] = "";
-    int rc;
+    char err[512] = "", user_path[4096];
+    int rc, user = path && strcmp(path, "user") == 0;
+    if (user) {
+        if (hami_user_region_path(user_path, sizeof user_path, err, sizeof err) != 0) {
+            broken("cannot use the per-user default region", err);
+            return;
+        }
+        path = user_path;
+    }
     if (path) {
         /* The SDK normally creates the region with the allocation's limits;
          * if it is absent (plain HAMi-core style setup), the first process
@@ -111,7 +140,7 @@ void hami_shim_setup(const hami_shim_config *cfg) {
                                 err, sizeof err);
         if (rc != HAMI_OK) {
             char what[600];
-            snprintf(what, sizeof what, "cannot use shared region %s", path);
+            snprintf(what, sizeof what, "cannot use shared region %.560s", path);
             broken(what, err);
             return;
         }
@@ -125,6 +154,7 @@ void hami_shim_setup(const hami_shim_config *cfg) {
         hami_g_shim.mode = HAMI_SHIM_PASSTHROUGH;
         return;
     }
+    if (hami_g_shim.region->fd < 0 || user) apply_env_settings(hami_g_shim.region, mem, core, user);
     hami_g_shim.busy_source = cfg->busy_source;
     rc = ensure_slot();
     if (rc != HAMI_OK) {
@@ -161,4 +191,29 @@ int hami_shim_clamp_meminfo(int device, uint64_t *free_bytes, uint64_t *total_by
     if (*total_bytes > limit) *total_bytes = limit;
     if (*free_bytes > left) *free_bytes = left;
     return 1;
+}
+
+int hami_shim_spill(int device, uint64_t bytes) {
+    if (hami_g_shim.mode != HAMI_SHIM_ACTIVE || hami_g_shim.slot < 0) return HAMI_E_INVALID;
+    return hami_region_spill(hami_g_shim.region, hami_g_shim.slot, device, bytes);
+}
+
+void hami_shim_unspill(int device, uint64_t bytes) {
+    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
+        hami_region_unspill(hami_g_shim.region, hami_g_shim.slot, device, bytes);
+}
+
+int hami_shim_share(int device, uint64_t size, uint64_t key_dev, uint64_t key_ino) {
+    if (hami_g_shim.mode != HAMI_SHIM_ACTIVE || hami_g_shim.slot < 0) return -1;
+    return hami_region_share(hami_g_shim.region, hami_g_shim.slot, device, size, key_dev, key_ino);
+}
+
+int hami_shim_join(uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device) {
+    if (hami_g_shim.mode != HAMI_SHIM_ACTIVE || ensure_slot() != HAMI_OK) return -1;
+    return hami_region_join(hami_g_shim.region, hami_g_shim.slot, key_dev, key_ino, size, device);
+}
+
+void hami_shim_leave_shared(int entry) {
+    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE && hami_g_shim.slot >= 0)
+        hami_region_leave_shared(hami_g_shim.region, hami_g_shim.slot, entry);
 }

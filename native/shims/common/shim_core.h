@@ -19,7 +19,7 @@ typedef struct hami_shim_config {
     const char *tag;                 /* "cuda", "ascend", "cambricon": for messages */
     const char *const *memory_vars;  /* NULL-terminated, in precedence order; "<NAME>_<i>" beats "<NAME>" */
     const char *const *core_vars;
-    const char *const *region_vars;
+    const char *const *region_vars;  /* a path, or "user": the per-user default region (regionpath.c) */
     hami_busy_source_fn busy_source; /* may be NULL */
 } hami_shim_config;
 
@@ -39,6 +39,20 @@ void hami_shim_setup(const hami_shim_config *cfg);
 /* HAMI_OK, HAMI_E_OOM, or another HAMI_E_* when the shim is broken. */
 int hami_shim_reserve(int device, uint64_t bytes);
 void hami_shim_release(int device, uint64_t bytes);
+/* Shared physical allocations (VMM shareable handles), through the region: see hami_region_share. */
+int hami_shim_share(int device, uint64_t size, uint64_t key_dev, uint64_t key_ino);
+int hami_shim_join(uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device);
+void hami_shim_leave_shared(int entry);
+/* Virtual device memory: moves reserved bytes into (out of) this process's spilled part. */
+int hami_shim_spill(int device, uint64_t bytes);
+void hami_shim_unspill(int device, uint64_t bytes);
+
+/* Whether a device's allocations may spill to host memory (HAMI_DEV_VIRTUAL). */
+static inline int hami_shim_virtual(int device) {
+    hami_region *r = hami_g_shim.region;
+    return hami_g_shim.mode == HAMI_SHIM_ACTIVE && device >= 0 && device < r->device_count &&
+           (__atomic_load_n(&r->shm->dev[device].flags, __ATOMIC_ACQUIRE) & HAMI_DEV_VIRTUAL);
+}
 /* Clamps a vendor's (free, total) to the device's limit.  Returns 0 if it did nothing. */
 int hami_shim_clamp_meminfo(int device, uint64_t *free_bytes, uint64_t *total_bytes);
 
@@ -57,6 +71,10 @@ static inline void hami_shim_throttle(int device) {
 /* Busy-time sources (busy_nvml.c; test builds add native/testhooks/busy_fake.c). */
 #ifdef HAMI_TEST_HOOKS
 uint64_t hami_busy_from_fake_state(const hami_region *r, int device);
+/* regionpath.c: the per-user default region, HAMI_REGION_PATH=user.  Fills path (created folder,
+ * checked as the SDK checks its own) and returns 0, or returns -1 with a reason in err. */
+int hami_user_region_path(char *path, size_t len, char *err, size_t errlen);
+
 #endif
 /* The region's own processes' device time from NVML's per-process samples
  * (device-wide utilization where the driver has no per-process samples). */
@@ -74,5 +92,9 @@ int hami_nvml_available(void);
  * runtime cannot tell yet (asked again later). */
 typedef int (*hami_device_identity_fn)(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len);
 void hami_busy_set_identity(hami_device_identity_fn fn);
+
+/* regionpath.c: the per-user default region, HAMI_REGION_PATH=user.  Fills path (created folder,
+ * checked as the SDK checks its own) and returns 0, or returns -1 with a reason in err. */
+int hami_user_region_path(char *path, size_t len, char *err, size_t errlen);
 
 #endif

@@ -145,6 +145,44 @@ HAMI_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DES
     return create(&g_arrays, (void **)pHandle, pAllocateArray, pAllocateArray, 1, 0, call_3d);
 }
 
+/* The v1 (32-bit) descriptors: sized as the _v2 ones, created by the v1 entry points. */
+static CUresult call_2d_v1(void *out, const void *desc, unsigned int levels) {
+    return hami_real.cuArrayCreate(out, desc);
+}
+static CUresult call_3d_v1(void *out, const void *desc, unsigned int levels) {
+    return hami_real.cuArray3DCreate(out, desc);
+}
+
+HAMI_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray) {
+    hami_cuda_ensure();
+    HAMI_REAL_OR_FAIL(cuArrayCreate);
+    CUDA_ARRAY3D_DESCRIPTOR d3;
+    memset(&d3, 0, sizeof d3);
+    if (pAllocateArray) {
+        d3.Width = pAllocateArray->Width;
+        d3.Height = pAllocateArray->Height;
+        d3.Format = pAllocateArray->Format;
+        d3.NumChannels = pAllocateArray->NumChannels;
+    }
+    return create(&g_arrays, (void **)pHandle, pAllocateArray, pAllocateArray ? &d3 : NULL, 1, 0, call_2d_v1);
+}
+
+HAMI_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray) {
+    hami_cuda_ensure();
+    HAMI_REAL_OR_FAIL(cuArray3DCreate);
+    CUDA_ARRAY3D_DESCRIPTOR d3;
+    memset(&d3, 0, sizeof d3);
+    if (pAllocateArray) {
+        d3.Width = pAllocateArray->Width;
+        d3.Height = pAllocateArray->Height;
+        d3.Depth = pAllocateArray->Depth;
+        d3.Format = pAllocateArray->Format;
+        d3.NumChannels = pAllocateArray->NumChannels;
+        d3.Flags = pAllocateArray->Flags;
+    }
+    return create(&g_arrays, (void **)pHandle, pAllocateArray, pAllocateArray ? &d3 : NULL, 1, 0, call_3d_v1);
+}
+
 HAMI_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
                                             unsigned int numMipmapLevels) {
     hami_cuda_ensure();

@@ -8,6 +8,7 @@
 #include "cuda_shim.h"
 
 hami_cuda_real hami_real;
+void *hami_cuda_driver;
 int hami_cuda_ready;
 hami_ptrmap hami_cuda_ptrs;
 
@@ -36,6 +37,7 @@ static void after_fork_child(void) {
     hami_cuda_array_after_fork();
     hami_cuda_pool_after_fork();
     hami_cuda_graph_after_fork();
+    hami_cuda_limits_after_fork();
 }
 
 /* UUID and PCI bus id of a CUDA ordinal, for the NVML utilization source and the NVML memory wrappers. */
@@ -63,6 +65,7 @@ static void init_once(void) {
      * privately, out of RTLD_NEXT's reach; open it by soname instead. */
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (!h) h = dlopen("libcuda.so.1", RTLD_LAZY);
+    hami_cuda_driver = h;
     if (!h) {
         fprintf(stderr, "[hami-limiter/CUDA] cannot load libcuda.so.1: %s\n", dlerror());
     } else {

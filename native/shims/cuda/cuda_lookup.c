@@ -37,11 +37,13 @@ static void *by_name(const char *symbol, int version, cuuint64_t flags) {
     char name[128];
     if (strcmp(symbol, "cuGetProcAddress") == 0)
         return hami_cuda_wrapper_for(version >= 12000 ? "cuGetProcAddress_v2" : "cuGetProcAddress");
+    if (strcmp(symbol, "cuCtxSynchronize") == 0) /* CUDA 13 gives the context-taking variant */
+        return hami_cuda_wrapper_for(version >= 13000 ? "cuCtxSynchronize_v2" : "cuCtxSynchronize");
     if (strcmp(symbol, "cuGraphInstantiate") == 0)
         return hami_cuda_wrapper_for(version >= 12000 ? "cuGraphInstantiateWithFlags" : "cuGraphInstantiate_v2");
     for (const char *const *n = V2_NAMES; *n; n++) {
         if (strcmp(symbol, *n) == 0) {
-            if (version < 3020) return NULL; /* the 32-bit-size ABI: not wrapped */
+            if (version < 3020) return hami_cuda_wrapper_for(symbol); /* the v1 entry point of the 32-bit ABI */
             snprintf(name, sizeof name, "%s_v2", symbol);
             return hami_cuda_wrapper_for(name);
         }

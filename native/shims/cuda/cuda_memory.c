@@ -35,6 +35,37 @@ static CUresult finish_alloc(CUresult rc, int dev, uint64_t bytes, CUdeviceptr *
     return rc;
 }
 
+/* Virtual device memory: an allocation within the share that the card cannot
+ * hold physically is served from managed memory the driver keeps on the host
+ * (preferred location: host), counted in the region as spilled.  The share's
+ * limit still bounds the whole, device and host parts together. */
+typedef CUresult (*advise_v1_fn)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
+
+static CUresult prefer_host(CUdeviceptr p, size_t bytes) {
+    if (hami_real.cuMemAdvise_v2) {
+        CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+        return hami_real.cuMemAdvise_v2(p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
+    }
+    /* drivers before CUDA 12.2: the device form, the CPU as a device */
+    advise_v1_fn v1 = hami_cuda_driver ? (advise_v1_fn)hami_real_dlsym(hami_cuda_driver, "cuMemAdvise") : NULL;
+    return v1 ? v1(p, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_DEVICE_CPU) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult spill(int dev, CUdeviceptr *dptr, size_t bytes) {
+    if (!hami_real.cuMemAllocManaged || hami_shim_spill(dev, bytes) != HAMI_OK) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = hami_real.cuMemAllocManaged(dptr, bytes, CU_MEM_ATTACH_GLOBAL);
+    if (rc == CUDA_SUCCESS && prefer_host(*dptr, bytes) != CUDA_SUCCESS) {
+        hami_real.cuMemFree_v2(*dptr);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc != CUDA_SUCCESS) {
+        hami_shim_unspill(dev, bytes);
+        return rc;
+    }
+    hami_ptrmap_put(&hami_cuda_ptrs, *dptr, bytes, dev | HAMI_PTR_SPILLED);
+    return CUDA_SUCCESS;
+}
+
 HAMI_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     hami_cuda_ensure();
     REAL_OR_FAIL(cuMemAlloc_v2);
@@ -42,7 +73,12 @@ HAMI_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     int dev = hami_cuda_current_device();
     CUresult rc = reserve(dev, bytesize);
     if (rc != CUDA_SUCCESS) return rc;
-    return finish_alloc(hami_real.cuMemAlloc_v2(dptr, bytesize), dev, bytesize, dptr);
+    rc = hami_real.cuMemAlloc_v2(dptr, bytesize);
+    if (HAMI_UNLIKELY(rc == CUDA_ERROR_OUT_OF_MEMORY) && dptr && hami_shim_virtual(dev)) {
+        rc = spill(dev, dptr, bytesize);
+        if (rc == CUDA_SUCCESS) return rc;
+    }
+    return finish_alloc(rc, dev, bytesize, dptr);
 }
 
 HAMI_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
@@ -56,35 +92,99 @@ HAMI_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsig
     return finish_alloc(hami_real.cuMemAllocManaged(dptr, bytesize, flags), dev, bytesize, dptr);
 }
 
-HAMI_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                                        unsigned int ElementSizeBytes) {
-    hami_cuda_ensure();
-    REAL_OR_FAIL(cuMemAllocPitch_v2);
-    if (!hami_shim_accounting())
-        return hami_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    /* The pitch is known only afterwards: reserve a 512-byte-aligned estimate,
-     * then settle the difference (and undo the allocation if it does not fit). */
+/* The pitch is known only afterwards: reserve a 512-byte-aligned estimate,
+ * then settle the difference (and undo the allocation if it does not fit).
+ * `call` allocates and returns the address and pitch (either ABI). */
+typedef CUresult (*pitch_call)(void *args, uint64_t *addr, uint64_t *pitch);
+
+static CUresult alloc_pitch(uint64_t width, uint64_t height, pitch_call call, void *args, uint64_t *addr) {
     int dev = hami_cuda_current_device();
-    uint64_t estimate = (uint64_t)((WidthInBytes + 511) & ~(size_t)511) * Height;
+    uint64_t estimate = ((width + 511) & ~(uint64_t)511) * height, pitch = 0;
     CUresult rc = reserve(dev, estimate);
     if (rc != CUDA_SUCCESS) return rc;
-    rc = hami_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    rc = call(args, addr, &pitch);
     if (rc != CUDA_SUCCESS) {
         hami_shim_release(dev, estimate);
         return rc;
     }
-    uint64_t actual = (uint64_t)*pPitch * Height;
+    uint64_t actual = pitch * height;
     if (actual > estimate) {
         if (reserve(dev, actual - estimate) != CUDA_SUCCESS) {
-            hami_real.cuMemFree_v2(*dptr);
+            hami_real.cuMemFree_v2((CUdeviceptr)*addr);
             hami_shim_release(dev, estimate);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
     } else if (actual < estimate) {
         hami_shim_release(dev, estimate - actual);
     }
-    hami_ptrmap_put(&hami_cuda_ptrs, *dptr, actual, dev);
+    hami_ptrmap_put(&hami_cuda_ptrs, *addr, actual, dev);
     return CUDA_SUCCESS;
+}
+
+struct pitch_v2 { size_t width, height; unsigned int elem; size_t *pitch; };
+
+static CUresult call_pitch_v2(void *args, uint64_t *addr, uint64_t *pitch) {
+    struct pitch_v2 *a = args;
+    CUdeviceptr p;
+    CUresult rc = hami_real.cuMemAllocPitch_v2(&p, a->pitch, a->width, a->height, a->elem);
+    if (rc == CUDA_SUCCESS) *addr = p, *pitch = *a->pitch;
+    return rc;
+}
+
+HAMI_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                        unsigned int ElementSizeBytes) {
+    hami_cuda_ensure();
+    REAL_OR_FAIL(cuMemAllocPitch_v2);
+    if (!hami_shim_accounting() || !dptr || !pPitch)
+        return hami_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    struct pitch_v2 a = {WidthInBytes, Height, ElementSizeBytes, pPitch};
+    uint64_t addr;
+    CUresult rc = alloc_pitch(WidthInBytes, Height, call_pitch_v2, &a, &addr);
+    if (rc == CUDA_SUCCESS) *dptr = addr;
+    return rc;
+}
+
+/* ---- the v1 entry points of the 32-bit ABI: dlsym(h, "cuMemAlloc") and
+ * cuGetProcAddress(..., version < 3020) hand them out.  Same accounting, same
+ * map of addresses: a block may be freed through either ABI. ---- */
+
+HAMI_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize) {
+    hami_cuda_ensure();
+    REAL_OR_FAIL(cuMemAlloc);
+    if (!hami_shim_accounting() || !dptr) return hami_real.cuMemAlloc(dptr, bytesize);
+    int dev = hami_cuda_current_device();
+    CUresult rc = reserve(dev, bytesize);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = hami_real.cuMemAlloc(dptr, bytesize);
+    if (rc != CUDA_SUCCESS) {
+        hami_shim_release(dev, bytesize);
+        return rc;
+    }
+    hami_ptrmap_put(&hami_cuda_ptrs, *dptr, bytesize, dev);
+    return rc;
+}
+
+struct pitch_v1 { unsigned int width, height, elem, *pitch; };
+
+static CUresult call_pitch_v1(void *args, uint64_t *addr, uint64_t *pitch) {
+    struct pitch_v1 *a = args;
+    CUdeviceptr_v1 p;
+    CUresult rc = hami_real.cuMemAllocPitch(&p, a->pitch, a->width, a->height, a->elem);
+    if (rc == CUDA_SUCCESS) *addr = p, *pitch = *a->pitch;
+    return rc;
+}
+
+HAMI_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                     unsigned int Height, unsigned int ElementSizeBytes) {
+    hami_cuda_ensure();
+    REAL_OR_FAIL(cuMemAllocPitch);
+    if (!hami_shim_accounting() || !dptr || !pPitch)
+        return hami_real.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    struct pitch_v1 a = {WidthInBytes, Height, ElementSizeBytes, pPitch};
+    uint64_t addr;
+    CUresult rc = alloc_pitch(WidthInBytes, Height, call_pitch_v1, &a, &addr);
+    if (rc == CUDA_SUCCESS) *dptr = (CUdeviceptr_v1)addr;
+    return rc;
 }
 
 /* cuMemFreeAsync of a cuMemAlloc allocation frees it when the stream gets there:
@@ -125,12 +225,16 @@ void hami_cuda_memory_after_fork(void) {
 static CUresult free_ptr(uint64_t key, CUresult (*call)(uint64_t, void *), void *ctx, int async) {
     if (!hami_shim_accounting()) return call(key, ctx);
     uint64_t size;
-    int32_t dev;
-    if (hami_ptrmap_take(&hami_cuda_ptrs, key, &size, &dev) == 0) {
+    int32_t entry;
+    if (hami_ptrmap_take(&hami_cuda_ptrs, key, &size, &entry) == 0) {
         CUresult rc = call(key, ctx);
-        if (rc != CUDA_SUCCESS)
-            hami_ptrmap_put(&hami_cuda_ptrs, key, size, dev);
-        else if (async)
+        int dev = entry & ~HAMI_PTR_SPILLED;
+        if (rc != CUDA_SUCCESS) {
+            hami_ptrmap_put(&hami_cuda_ptrs, key, size, entry);
+            return rc;
+        }
+        if (entry & HAMI_PTR_SPILLED) hami_shim_unspill(dev, size); /* host bytes: back at once */
+        if (async)
             defer_release(dev, size);
         else
             hami_shim_release(dev, size);
@@ -146,6 +250,14 @@ static CUresult call_free(uint64_t p, void *ctx) { return hami_real.cuMemFree_v2
 static CUresult call_free_async(uint64_t p, void *s) { return hami_real.cuMemFreeAsync((CUdeviceptr)p, s); }
 static CUresult call_free_async_ptsz(uint64_t p, void *s) {
     return hami_real.cuMemFreeAsync_ptsz((CUdeviceptr)p, s);
+}
+
+static CUresult call_free_v1(uint64_t p, void *ctx) { return hami_real.cuMemFree((CUdeviceptr_v1)p); }
+
+HAMI_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+    hami_cuda_ensure();
+    REAL_OR_FAIL(cuMemFree);
+    return free_ptr(dptr, call_free_v1, NULL, 0);
 }
 
 HAMI_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -193,6 +305,32 @@ HAMI_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     if (rc == CUDA_SUCCESS && bytes) {
         uint64_t f = *bytes, t = *bytes;
         if (hami_shim_clamp_meminfo(dev, &f, &t)) *bytes = (size_t)t;
+    }
+    return rc;
+}
+
+static unsigned int clamp32(uint64_t v) { return v > 0xffffffffull ? 0xffffffffu : (unsigned int)v; }
+
+HAMI_EXPORT CUresult cuMemGetInfo(unsigned int *free_, unsigned int *total) {
+    hami_cuda_ensure();
+    REAL_OR_FAIL(cuMemGetInfo);
+    if (hami_g_shim.mode == HAMI_SHIM_BROKEN) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = hami_real.cuMemGetInfo(free_, total);
+    if (rc == CUDA_SUCCESS && free_ && total) {
+        uint64_t f = *free_, t = *total;
+        if (hami_shim_clamp_meminfo(hami_cuda_current_device(), &f, &t)) *free_ = clamp32(f), *total = clamp32(t);
+    }
+    return rc;
+}
+
+HAMI_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev) {
+    hami_cuda_ensure();
+    REAL_OR_FAIL(cuDeviceTotalMem);
+    if (hami_g_shim.mode == HAMI_SHIM_BROKEN) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = hami_real.cuDeviceTotalMem(bytes, dev);
+    if (rc == CUDA_SUCCESS && bytes) {
+        uint64_t f = *bytes, t = *bytes;
+        if (hami_shim_clamp_meminfo(dev, &f, &t)) *bytes = clamp32(t);
     }
     return rc;
 }

@@ -17,10 +17,12 @@
     X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                               \
     X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz) X(cuGetProcAddress)             \
     X(cuGetProcAddress_v2) HAMI_CUDA_WRAPPED_VMM(X) HAMI_CUDA_WRAPPED_POOL(X) HAMI_CUDA_WRAPPED_ARRAY(X)    \
-    HAMI_CUDA_WRAPPED_GRAPH(X) HAMI_CUDA_WRAPPED_SYNC(X)
+    HAMI_CUDA_WRAPPED_GRAPH(X) HAMI_CUDA_WRAPPED_SYNC(X) HAMI_CUDA_WRAPPED_V1(X) X(cuCtxSetLimit)
 
 /* cuda_vmm.c: physical memory lives until its last mapping and its handle are gone */
-#define HAMI_CUDA_WRAPPED_VMM(X) X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle)
+#define HAMI_CUDA_WRAPPED_VMM(X)                                                                            \
+    X(cuMemMap) X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle)                 \
+    X(cuMemImportFromShareableHandle)
 /* cuda_pool.c: stream-ordered allocations are charged as the pool's reserved memory */
 #define HAMI_CUDA_WRAPPED_POOL(X)                                                                           \
     X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz) X(cuMemPoolCreate) X(cuMemPoolDestroy)         \
@@ -33,9 +35,14 @@
 #define HAMI_CUDA_WRAPPED_GRAPH(X)                                                                          \
     X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams) X(cuGraphInstantiateWithParams_ptsz)      \
     X(cuGraphInstantiate_v2) X(cuGraphExecDestroy) X(cuDeviceGraphMemTrim)
+/* cuda_memory.c, cuda_array.c: the v1 entry points of the 32-bit ABI (before CUDA 3.2) */
+#define HAMI_CUDA_WRAPPED_V1(X)                                                                             \
+    X(cuMemAlloc) X(cuMemAllocPitch) X(cuMemFree) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuArrayCreate)       \
+    X(cuArray3DCreate)
 /* cuda_sync.c: where stream-ordered frees are known to be done and pools give memory back */
 #define HAMI_CUDA_WRAPPED_SYNC(X)                                                                           \
-    X(cuCtxSynchronize) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz) X(cuEventSynchronize)
+    X(cuCtxSynchronize) X(cuCtxSynchronize_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)             \
+    X(cuEventSynchronize) X(cuStreamQuery) X(cuStreamQuery_ptsz) X(cuEventQuery)
 
 /* Driver functions the shim calls but does not replace.  X(name) */
 #define HAMI_CUDA_USED(X)                                                                                   \
@@ -44,7 +51,7 @@
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)                            \
     X(cuMemGetAllocationGranularity) X(cuArrayGetMemoryRequirements)                                        \
     X(cuMipmappedArrayGetMemoryRequirements) X(cuGraphGetNodes) X(cuGraphNodeGetType)                        \
-    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute)
+    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute) X(cuCtxGetLimit) X(cuDeviceGetAttribute) X(cuMemAdvise_v2)
 
 #define HAMI_DECLARE_REAL(name) __typeof__(&name) name;
 typedef struct hami_cuda_real {
@@ -53,6 +60,7 @@ typedef struct hami_cuda_real {
 } hami_cuda_real;
 
 extern hami_cuda_real hami_real;
+extern void *hami_cuda_driver; /* the libcuda.so.1 handle the real entry points came from */
 extern int hami_cuda_ready;
 extern hami_ptrmap hami_cuda_ptrs;
 
@@ -80,6 +88,8 @@ static inline int hami_cuda_current_device(void) {
  * back what this process's pools and graph allocator cache idly (`held`: a
  * pool whose lock the caller holds), then tries once more. */
 CUresult hami_cuda_reserve(int dev, uint64_t bytes, const void *held);
+/* A pointer map entry's device, marked when the allocation was served from host memory. */
+#define HAMI_PTR_SPILLED (1 << 30)
 /* After a synchronisation: what cuMemFreeAsync freed of cuMemAlloc allocations is given back. */
 void hami_cuda_release_deferred(void);
 void hami_cuda_memory_after_fork(void);
@@ -104,6 +114,7 @@ void hami_cuda_vmm_after_fork(void);
 void hami_cuda_array_after_fork(void);
 void hami_cuda_pool_after_fork(void);
 void hami_cuda_graph_after_fork(void);
+void hami_cuda_limits_after_fork(void);
 
 /* cuda_init.c: "GPU-..." UUID and PCI bus id of a CUDA ordinal; non-zero when CUDA cannot say yet. */
 int hami_cuda_identity(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len);

@@ -6,10 +6,19 @@
  * in either order: create -> map -> release leaves the memory in use, and the
  * reservation stays until the unmap.  Process-local bookkeeping: handles by
  * value, mappings by start address (each pointing at its handle's record, so
- * a handle value the driver hands out again cannot be confused with it). */
+ * a handle value the driver hands out again cannot be confused with it).
+ *
+ * A handle exported as a POSIX file descriptor can be imported by any process
+ * (this one too), and every imported handle keeps the physical memory alive.
+ * Such an allocation is charged through the region, once, keyed by the
+ * exported descriptor's file: the exporter's charge becomes the region entry's,
+ * each importing process joins it as a holder, and the charge moves from holder
+ * to holder until the last one lets go -- or dies. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cuda_shim.h"
 
@@ -20,6 +29,7 @@ typedef struct vmm_handle {
     int32_t dev;
     int32_t refs; /* the creation + retains not yet released */
     int64_t maps; /* live mappings */
+    int32_t shared; /* region entry of an exported or imported allocation, else -1 */
     struct vmm_handle *next;
 } vmm_handle;
 
@@ -30,6 +40,7 @@ typedef struct vmm_mapping {
 } vmm_mapping;
 
 static vmm_handle *g_handles[BUCKETS];
+static int g_holds[HAMI_REGION_MAX_SHARED]; /* this process's records of each shared entry */
 static vmm_mapping *g_maps[BUCKETS];
 static uint64_t g_nmaps;
 /* Held across the driver calls, so that a handle value the driver frees and
@@ -57,7 +68,8 @@ static void drop_if_unused(vmm_handle *h) {
             break;
         }
     }
-    hami_shim_release(h->dev, h->size); /* the driver has freed the physical memory */
+    if (h->shared < 0) hami_shim_release(h->dev, h->size); /* the driver has freed the physical memory */
+    else if (--g_holds[h->shared] == 0) hami_shim_leave_shared(h->shared); /* others may hold it still */
     free(h);
 }
 
@@ -105,6 +117,7 @@ HAMI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t si
         h->size = size;
         h->dev = dev;
         h->refs = 1;
+        h->shared = -1;
         h->next = g_handles[bucket(h->handle)];
         g_handles[bucket(h->handle)] = h;
     }
@@ -192,8 +205,71 @@ HAMI_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h
     return rc;
 }
 
+static int file_key(int fd, uint64_t *key_dev, uint64_t *key_ino) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return -1;
+    *key_dev = (uint64_t)st.st_dev;
+    *key_ino = (uint64_t)st.st_ino;
+    return 0;
+}
+
+HAMI_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                  CUmemAllocationHandleType handleType, unsigned long long flags) {
+    hami_cuda_ensure();
+    HAMI_REAL_OR_FAIL(cuMemExportToShareableHandle);
+    CUresult rc = hami_real.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
+    if (rc != CUDA_SUCCESS || !hami_shim_accounting() || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+        !shareableHandle)
+        return rc;
+    uint64_t kd, ki;
+    if (file_key(*(int *)shareableHandle, &kd, &ki) != 0) return rc;
+    pthread_mutex_lock(&g_mu);
+    vmm_handle *h = live_handle(handle);
+    if (h && h->shared < 0) {
+        int entry = hami_shim_share(h->dev, h->size, kd, ki);
+        if (entry >= 0) { /* the record's charge is the entry's now */
+            h->shared = entry;
+            g_holds[entry]++;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+HAMI_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                    CUmemAllocationHandleType shHandleType) {
+    hami_cuda_ensure();
+    HAMI_REAL_OR_FAIL(cuMemImportFromShareableHandle);
+    if (!hami_shim_accounting() || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !handle)
+        return hami_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+    vmm_handle *h = calloc(1, sizeof *h);
+    if (!h) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t kd, ki, size = 0;
+    int dev = 0, entry = -1;
+    pthread_mutex_lock(&g_mu);
+    CUresult rc = hami_real.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+    /* Exported by a process of this allocation: hold it with them.  (Another allocation's memory is
+     * charged there, as long as its exporter holds it.) */
+    if (rc == CUDA_SUCCESS && file_key((int)(intptr_t)osHandle, &kd, &ki) == 0) entry = hami_shim_join(kd, ki, &size, &dev);
+    if (entry >= 0) {
+        h->handle = *handle;
+        h->size = size;
+        h->dev = dev;
+        h->refs = 1;
+        h->shared = entry;
+        h->next = g_handles[bucket(h->handle)];
+        g_handles[bucket(h->handle)] = h;
+        g_holds[entry]++;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&g_mu);
+    free(h);
+    return rc;
+}
+
 void hami_cuda_vmm_after_fork(void) {
     pthread_mutex_init(&g_mu, NULL);
+    memset(g_holds, 0, sizeof g_holds);
     for (unsigned b = 0; b < BUCKETS; b++) g_handles[b] = NULL, g_maps[b] = NULL;
     g_nmaps = 0;
 }

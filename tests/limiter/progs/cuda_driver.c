@@ -11,9 +11,19 @@
  *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1"
  *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
  *   cuda_driver bench N                   ns per alloc+free pair and per empty launch
+ *   cuda_driver allocbench N BYTES        ns per cuMemAlloc_v2+cuMemFree_v2 pair of BYTES
+ *   cuda_driver churn MS MAXB SEED        2 threads allocate and free at random for MS ms, then exit
+ *   cuda_driver chaos RUNS WORKERS RUN_MS KILL_MS MAXB   chaos storms: in each run WORKERS churn
+ *                                         processes (re-executed from this binary, with its environment)
+ *                                         are SIGKILLed one every KILL_MS ms and replaced; then the run
+ *                                         winds down and any worker still alive 5 s after its end is hung.
+ *                                         Prints "runs=R kills=K hangs=H" (the parent makes no CUDA call)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -283,6 +293,19 @@ static int cmd_lookup(size_t over) {
 
 static double elapsed_ns(double t0, long n) { return (now_s() - t0) * 1e9 / (double)n; }
 
+static int cmd_allocbench(long n, size_t bytes) {
+    CUdeviceptr p;
+    for (long i = 0; i < 100; i++) {
+        if (cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS) return 6;
+    }
+    double t0 = now_s();
+    for (long i = 0; i < n; i++) {
+        if (cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS) return 6;
+    }
+    printf("{\"alloc_free_ns\": %.1f}\n", elapsed_ns(t0, n));
+    return 0;
+}
+
 static int cmd_bench(long n) {
     CUdeviceptr p;
     for (long i = 0; i < 1000; i++) { cuMemAlloc_v2(&p, 4096); cuMemFree_v2(p); } /* warm up */
@@ -301,9 +324,110 @@ static int cmd_bench(long n) {
     return 0;
 }
 
+struct churn_args { double until; size_t maxb; unsigned seed; int bad; };
+
+static void *churn_thread(void *arg) {
+    struct churn_args *a = arg;
+    use_device(0);
+    CUdeviceptr held[4] = {0};
+    while (now_s() < a->until) {
+        int k = (int)(rand_r(&a->seed) % 4);
+        if (held[k]) {
+            if (cuMemFree_v2(held[k]) != CUDA_SUCCESS) a->bad = 1;
+            held[k] = 0;
+        } else {
+            int rc = cuMemAlloc_v2(&held[k], 1 + (size_t)rand_r(&a->seed) % a->maxb);
+            if (rc != CUDA_SUCCESS) held[k] = 0;
+            if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) a->bad = 1;
+        }
+    }
+    for (int k = 0; k < 4; k++) if (held[k]) cuMemFree_v2(held[k]);
+    return NULL;
+}
+
+static int cmd_churn(long ms, size_t maxb, unsigned seed) {
+    pthread_t t[2];
+    struct churn_args a[2];
+    double until = now_s() + (double)ms / 1e3;
+    for (int i = 0; i < 2; i++) {
+        a[i] = (struct churn_args){until, maxb, seed * 7u + (unsigned)i, 0};
+        pthread_create(&t[i], NULL, churn_thread, &a[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < 2; i++) { pthread_join(t[i], NULL); bad |= a[i].bad; }
+    return bad ? 4 : 0;
+}
+
+static char g_self[4096];
+
+static pid_t spawn_churn(long ms, size_t maxb, unsigned seed) {
+    char a_ms[32], a_maxb[32], a_seed[32];
+    snprintf(a_ms, sizeof a_ms, "%ld", ms);
+    snprintf(a_maxb, sizeof a_maxb, "%zu", maxb);
+    snprintf(a_seed, sizeof a_seed, "%u", seed);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(g_self, g_self, "churn", a_ms, a_maxb, a_seed, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void nap_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static int cmd_chaos(int runs, int workers, long run_ms, long kill_ms, size_t maxb) {
+    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    if (n <= 0 || workers < 1 || workers > 64) return 2;
+    g_self[n] = '\0';
+    unsigned seed = (unsigned)getpid();
+    long kills = 0, hangs = 0, failed = 0;
+    pid_t live[64];
+    for (int run = 0; run < runs; run++) {
+        double end = now_s() + (double)run_ms / 1e3;
+        for (int i = 0; i < workers; i++) live[i] = spawn_churn(run_ms, maxb, rand_r(&seed));
+        while (now_s() < end) {
+            nap_ms(kill_ms);
+            int i = (int)(rand_r(&seed) % (unsigned)workers);
+            int status;
+            if (waitpid(live[i], &status, WNOHANG) == 0) {
+                kill(live[i], SIGKILL);
+                waitpid(live[i], &status, 0);
+                kills++;
+            } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                failed++;
+            }
+            long left = (long)((end - now_s()) * 1e3);
+            live[i] = spawn_churn(left > 1 ? left : 1, maxb, rand_r(&seed));
+        }
+        /* Wind down: every worker ends on its own shortly after the run, unless it hangs. */
+        double deadline = end + 5.0;
+        for (int i = 0; i < workers; i++) {
+            int status;
+            pid_t got;
+            while ((got = waitpid(live[i], &status, WNOHANG)) == 0 && now_s() < deadline) nap_ms(1);
+            if (got == 0) {
+                hangs++;
+                fprintf(stderr, "run %d: worker %d still alive 5 s after the run\n", run, (int)live[i]);
+                kill(live[i], SIGKILL);
+                waitpid(live[i], &status, 0);
+            } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                failed++;
+            }
+        }
+    }
+    printf("runs=%d kills=%ld hangs=%ld failed=%ld\n", runs, kills, hangs, failed);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) return 2;
+    if (!strcmp(argv[1], "chaos") && argc >= 7) /* the parent only forks, kills and waits */
+        return cmd_chaos(atoi(argv[2]), atoi(argv[3]), atol(argv[4]), atol(argv[5]), strtoull(argv[6], NULL, 10));
     int rc = cuInit(0);
     if (rc != CUDA_SUCCESS) {
         printf("cuInit rc=%d\n", rc);
@@ -320,5 +444,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "launch") && argc >= 6) return cmd_launch(argv[2], strtoull(argv[3], NULL, 10), atof(argv[4]), argv[5]);
     if (!strcmp(cmd, "lookup") && argc >= 3) return cmd_lookup(strtoull(argv[2], NULL, 10));
     if (!strcmp(cmd, "bench") && argc >= 3) return cmd_bench(atol(argv[2]));
+    if (!strcmp(cmd, "allocbench") && argc >= 4) return cmd_allocbench(atol(argv[2]), strtoull(argv[3], NULL, 10));
+    if (!strcmp(cmd, "churn") && argc >= 5)
+        return cmd_churn(atol(argv[2]), strtoull(argv[3], NULL, 10), (unsigned)atoi(argv[4]));
     return 2;
 }
