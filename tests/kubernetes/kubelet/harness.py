@@ -45,10 +45,11 @@ class PluginProcess:
         return self.registry / "hami-devices.io-reg.sock"
 
     def start(self, timeout_s: float = 60.0) -> None:
+        before = self.log.stat().st_size if self.log.exists() else 0  # a restart appends to the same log
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + timeout_s
-        while b"serving" not in self.log.read_bytes().split(b"dra plugin:")[-1]:
+        while b"dra plugin: serving" not in self.log.read_bytes()[before:]:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the plugin did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.05)

@@ -52,21 +52,19 @@ class ApiServerClaims:
         self.timeout_s = timeout_s
 
     def claim(self, namespace: str, name: str, uid: str) -> dict[str, Any]:
+        from kubernetes.client import ResourceV1Api
         from kubernetes.client.exceptions import ApiException
 
-        path = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
         try:
-            response = self._api.call_api(
-                path, "GET", {"namespace": namespace, "name": name}, header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False, _request_timeout=self.timeout_s,
+            # the raw JSON, not the client's model: the allocation reaches NodePlugin as the API server holds it
+            response = ResourceV1Api(self._api).read_namespaced_resource_claim(
+                name, namespace, _preload_content=False, _request_timeout=self.timeout_s
             )
         except ApiException as exc:
             if exc.status == 404:
                 raise ClaimNotFound(f"claim {namespace}/{name} not found") from None
             raise HamiError(f"reading claim {namespace}/{name}: {exc.status} {exc.reason}") from None
-        raw = response[0] if isinstance(response, tuple) else response
-        found: dict[str, Any] = json.loads(raw.data)
+        found: dict[str, Any] = json.loads(response.data)
         return _check_uid(found, namespace, name, uid)
 
     def close(self) -> None:
