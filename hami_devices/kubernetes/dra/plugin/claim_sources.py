@@ -57,7 +57,8 @@ class ApiServerClaims:
 
         try:
             # the raw JSON, not the client's model: the allocation reaches NodePlugin as the API server holds it
-            response = ResourceV1Api(self._api).read_namespaced_resource_claim(
+            # (with _preload_content=False the call returns the HTTP response, not the model its stub declares)
+            response: Any = ResourceV1Api(self._api).read_namespaced_resource_claim(
                 name, namespace, _preload_content=False, _request_timeout=self.timeout_s
             )
         except ApiException as exc:
