@@ -1,4 +1,5 @@
-"""The DRA kubelet plugin, called by the kubelet's own code (Kubernetes 1.34.4, ``kubeletdriver``).
+"""The DRA kubelet plugin, called by the kubelet's own code (Kubernetes 1.34.4, ``kubeletdriver``), its CDI specs
+read by the container runtimes' CDI library.
 
 The kubelet's plugin manager finds our registration socket, calls GetInfo and NotifyRegistrationStatus,
 and its DRA plugin manager calls NodePrepareResources / NodeUnprepareResources with k8s.io/kubelet's
@@ -181,6 +182,19 @@ def test_mixed_vendor_claim_prepared_and_unprepared_through_grpc(node: Node) -> 
     assert {node.device_attribute(r["device"], "vendor") for r in _results(mixed)} == {"nvidia", "ascend", "cambricon"}
     first = node.kubelet.call(op="prepare", claims=[_ref(mixed)])
     _check_prepared(node, mixed, first)
+    # the container runtime's side: the CDI library containerd and CRI-O use loads the spec and resolves each id
+    uid = mixed["metadata"]["uid"]
+    ids = [i for d in first["response"]["claims"][uid]["devices"] for i in d["cdi_device_ids"]]
+    runtime = node.kubelet.call(op="cdi", dir=str(node.plugin.cdi_dir), ids=ids)
+    assert runtime["errors"] == {} and "refresh_error" not in runtime, runtime
+    ours = {f"{s['kind']}={d['name']}": d["containerEdits"]
+            for s in (json.loads(p.read_text()) for p in node.plugin.cdi_dir.glob("*.json")) for d in s["devices"]}
+    for cdi_id in ids:
+        seen = runtime["devices"][cdi_id]
+        assert seen is not None, cdi_id
+        assert seen["env"] == ours[cdi_id]["env"]
+        assert seen["device_nodes"] == [n["path"] for n in ours[cdi_id]["deviceNodes"]]
+        assert len(seen["mounts"]) == 2  # the limiter region and the preload shim
     again = node.kubelet.call(op="prepare", claims=[_ref(mixed)])  # the kubelet retries: the same answer
     assert again["response"] == first["response"]
     assert len(node.ledger_handles()) == 1

@@ -10,6 +10,9 @@
 //	{"op": "prepare", "claims": [{"namespace": ..., "name": ..., "uid": ...}], "retry_s": 0}
 //	{"op": "unprepare", "claims": [...], "retry_s": 0}
 //	{"op": "concurrent", "calls": [{"op": "prepare", ...}, ...]}  -> the answers, in the calls' order
+//	{"op": "cdi", "dir": "/var/run/cdi", "ids": ["vendor/class=name", ...]}
+//	    -> the container runtimes' CDI library (tags.cncf.io/container-device-interface, as containerd and
+//	       CRI-O use it) loads the directory: its errors per spec file, and each id resolved to its edits
 //
 // retry_s > 0 repeats a call that fails as a whole (no plugin, no connection) until it answers, as the
 // kubelet's pod workers retry; "attempts" says how many calls it took.
@@ -36,6 +39,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/config"
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager"
 	"k8s.io/kubernetes/pkg/kubelet/pluginmanager/cache"
+	cdi "tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
 // countingHandler is the DRA plugin manager as the kubelet adds it to its plugin manager, counting the
@@ -81,6 +85,8 @@ type command struct {
 	RetryS   float64    `json:"retry_s"`
 	TimeoutS float64    `json:"timeout_s"`
 	Calls    []command  `json:"calls"`
+	Dir      string     `json:"dir"`
+	IDs      []string   `json:"ids"`
 }
 
 type driver struct {
@@ -158,6 +164,8 @@ func (d *driver) run(ctx context.Context, c command) any {
 		}
 	case "registrations":
 		return d.registrations()
+	case "cdi":
+		return loadCDI(c.Dir, c.IDs)
 	}
 	return map[string]any{"op": c.Op, "error": "unknown op"}
 }
@@ -206,4 +214,40 @@ func main() {
 	}
 	close(stop)
 	manager.Stop()
+}
+
+// loadCDI reads a CDI spec directory as a container runtime does before it starts a container, and
+// resolves the device ids the kubelet would hand the runtime.
+func loadCDI(dir string, ids []string) map[string]any {
+	registry, _ := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
+	answer := map[string]any{"op": "cdi"}
+	if err := registry.Refresh(); err != nil {
+		answer["refresh_error"] = err.Error()
+	}
+	specErrors := map[string][]string{}
+	for path, errs := range registry.GetErrors() {
+		for _, err := range errs {
+			specErrors[path] = append(specErrors[path], err.Error())
+		}
+	}
+	answer["errors"] = specErrors
+	devices := map[string]any{}
+	for _, id := range ids {
+		device := registry.GetDevice(id)
+		if device == nil {
+			devices[id] = nil
+			continue
+		}
+		nodes := []string{}
+		for _, n := range device.ContainerEdits.DeviceNodes {
+			nodes = append(nodes, n.Path)
+		}
+		mounts := []string{}
+		for _, m := range device.ContainerEdits.Mounts {
+			mounts = append(mounts, m.HostPath+":"+m.ContainerPath)
+		}
+		devices[id] = map[string]any{"env": device.ContainerEdits.Env, "device_nodes": nodes, "mounts": mounts}
+	}
+	answer["devices"] = devices
+	return answer
 }
