@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,19 +47,25 @@ def _node(name: str) -> dict[str, Any]:
 
 
 class Cluster:
+    """The control plane, our extender beside it, three Nodes; ``close`` stops whatever was started."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        started = time.monotonic()
-        self.control = ControlPlane(root, binaries())
-        self.build_s = time.monotonic() - started
-        self.control.start_etcd_and_apiserver()
+        self.control = ControlPlane(root, {})
+        self.extender: subprocess.Popen[bytes] | None = None
         self.extender_ledger = root / "extender.db"
-        self.extender = subprocess.Popen(
-            [sys.executable, "-m", "hami_devices.cli.main", "extender", "--inventory", str(INVENTORY),
-             "--ledger", str(self.extender_ledger), "--listen", "127.0.0.1:0", "--kubeconfig",
-             str(self.control.kubeconfig), "--json", "--maintenance", "0"],
-            stdout=subprocess.PIPE, stderr=open(root / "extender.log", "ab"),  # noqa: SIM115
-        )
+        self.extender_url = ""
+
+    def start(self) -> None:
+        self.control.bins = binaries()
+        self.control.start_etcd_and_apiserver()
+        with open(self.root / "extender.log", "ab") as log:
+            self.extender = subprocess.Popen(
+                [sys.executable, "-m", "hami_devices.cli.main", "extender", "--inventory", str(INVENTORY),
+                 "--ledger", str(self.extender_ledger), "--listen", "127.0.0.1:0", "--kubeconfig",
+                 str(self.control.kubeconfig), "--json", "--maintenance", "0"],
+                stdout=subprocess.PIPE, stderr=log,
+            )
         assert self.extender.stdout is not None
         self.extender_url = json.loads(self.extender.stdout.readline())["url"]
         config = yaml.safe_load((EXAMPLES / "extender" / "kube-scheduler-config.yaml").read_text())
@@ -78,10 +83,11 @@ class Cluster:
 
     def close(self) -> None:
         self.control.stop()
-        self.extender.terminate()
-        self.extender.wait(timeout=20)
-        if self.extender.stdout is not None:
-            self.extender.stdout.close()
+        if self.extender is not None:
+            self.extender.terminate()
+            self.extender.wait(timeout=20)
+            if self.extender.stdout is not None:
+                self.extender.stdout.close()
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +95,7 @@ def cluster() -> Iterator[Cluster]:
     root = Path(tempfile.mkdtemp(prefix="hc-"))
     c = Cluster(root)
     try:
+        c.start()
         yield c
     finally:
         c.close()

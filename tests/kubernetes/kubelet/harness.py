@@ -51,6 +51,7 @@ class PluginProcess:
         deadline = time.monotonic() + timeout_s
         while b"dra plugin: serving" not in self.log.read_bytes()[before:]:
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.close()
                 raise AssertionError(f"the plugin did not start:\n{self.log.read_text()[-3000:]}")
             time.sleep(0.05)
 

@@ -111,12 +111,14 @@ def node(driver_binary: Path) -> Iterator[Node]:
     for name, claim in allocated.items():
         (claims_dir / f"{name}.yaml").write_text(yaml.safe_dump(claim))
     plugin = PluginProcess(root, INVENTORY, NODE, claims_dir=claims_dir)
-    plugin.start()
-    kubelet = KubeletDriver(driver_binary, plugin.registry, root / "kubelet.log")
+    kubelet = None
     try:
+        plugin.start()
+        kubelet = KubeletDriver(driver_binary, plugin.registry, root / "kubelet.log")
         yield Node(root, plugin, kubelet, allocated, slices)
     finally:
-        kubelet.close()
+        if kubelet is not None:
+            kubelet.close()
         plugin.close()
         shutil.rmtree(root, ignore_errors=True)
 
