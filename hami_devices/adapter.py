@@ -181,6 +181,17 @@ class VendorAdapter(ABC):
         """Vendor-specific names for one device's limits (HAMI_* names are always set)."""
         return {}
 
+    # -- containers (what the vendor's container toolkit would set up) ------
+    def container_environment(self, grants: list[Grant]) -> dict[str, str]:
+        """Variables read by the vendor's container runtime or toolkit (not by the workload), added to
+        ``environment`` in a container's CDI edits."""
+        return {}
+
+    def container_device_nodes(self, grants: list[Grant]) -> list[tuple[str, str]]:
+        """(path in the container, path on the host) of each device file a container using these grants
+        needs, control devices included: the CDI ``deviceNodes`` of the claim."""
+        return []
+
     # -- topology ------------------------------------------------------------
     def pair_score(self, a: DeviceInfo, b: DeviceInfo) -> int:
         """0..100: how well two devices of one node talk to each other."""

@@ -22,6 +22,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "kubernetes": "kubernetes",
     "kubernetes_validate": "kubernetes",
     "cel": "kubernetes",
+    "grpc": "kubernetes",
+    "google": "kubernetes",  # protobuf's google.protobuf
     "ray": "ray",
     "onnx": "precision",
     "onnxruntime": "precision",

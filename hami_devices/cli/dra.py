@@ -3,14 +3,19 @@
 ``publish`` prints the DeviceClasses and ResourceSlices a driver would apply;
 ``allocate`` allocates a ResourceClaim on published slices with the scheduling
 engine and prints the claim with ``status.allocation``; ``prepare``/``unprepare`` do
-on a node what the kubelet plugin does (ledger allocation and CDI spec).
+on a node what the kubelet plugin does (ledger allocation and CDI spec); ``plugin``
+serves the kubelet plugin itself (DRA gRPC service and plugin registration).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +67,27 @@ def register(subparsers: Any) -> None:
         p.add_argument("--config", metavar="FILE", help="configuration YAML")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.set_defaults(func=_prepare if name == "prepare" else _unprepare)
+
+    serve = verbs.add_parser(
+        "plugin", help="serve the kubelet plugin: the DRA gRPC service and the kubelet's plugin registration"
+    )
+    serve.add_argument("--inventory", metavar="FILE", help="simulated back end (default: the hardware)")
+    serve.add_argument("--node", default=os.environ.get("NODE_NAME"),
+                       help="this node's name, the pool (default: $NODE_NAME)")
+    serve.add_argument("--ledger", type=Path, metavar="FILE", help="SQLite ledger (default: $HAMI_LEDGER ...)")
+    serve.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"), help="CDI spec directory")
+    serve.add_argument("--config", metavar="FILE", help="configuration YAML")
+    serve.add_argument("--registry-dir", type=Path, metavar="DIR",
+                       help="the kubelet's plugin registry (default /var/lib/kubelet/plugins_registry)")
+    serve.add_argument("--plugin-dir", type=Path, metavar="DIR",
+                       help="where the DRA socket goes (default /var/lib/kubelet/plugins/hami-devices.io)")
+    source = serve.add_mutually_exclusive_group()
+    source.add_argument("--kubeconfig", metavar="FILE",
+                        help="read claims from this API server (default: the pod's service account)")
+    source.add_argument("--claims-dir", type=Path, metavar="DIR",
+                        help="read allocated claims from YAML/JSON files here instead of an API server")
+    serve.add_argument("--workers", type=int, default=16, help="concurrent gRPC calls (default 16)")
+    serve.set_defaults(func=_serve_plugin)
 
 
 def load_objects(path: str) -> list[dict[str, Any]]:
@@ -158,4 +184,30 @@ def _unprepare(args: argparse.Namespace) -> int:
     claim = parse_claim(_one_claim(args.claim), source=args.claim)
     released = _plugin(args).unprepare(claim.uid)
     _emit({"claimUID": claim.uid, "released": released}, args.json)
+    return 0
+
+
+def _serve_plugin(args: argparse.Namespace) -> int:
+    require("kubernetes", "hami-devices dra plugin")
+    require("grpc", "hami-devices dra plugin")
+    require("google.protobuf", "hami-devices dra plugin")
+    from hami_devices.kubernetes.dra.plugin.claim_sources import ApiServerClaims, ClaimSource, DirectoryClaims
+    from hami_devices.kubernetes.dra.plugin.server import KubeletPlugin, SocketPaths
+    from hami_devices.kubernetes.dra.plugin.service import DraService
+
+    if not args.node:
+        raise InvalidRequest("node", "name this node with --node or $NODE_NAME")
+    paths = SocketPaths.under(args.registry_dir, args.plugin_dir)
+    claims: ClaimSource = (DirectoryClaims(args.claims_dir) if args.claims_dir
+                           else ApiServerClaims(kubeconfig=args.kubeconfig))
+    plugin = KubeletPlugin(DraService(_plugin(args), claims), paths, workers=args.workers)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    plugin.start()
+    print(f"hami-devices dra plugin: serving {paths.dra}, registration at {paths.registration}",
+          file=sys.stderr, flush=True)
+    stopping.wait()
+    plugin.stop()
     return 0

@@ -4,9 +4,11 @@ One spec file per claim, kind ``hami-devices.io/claim``, with one CDI device per
 (node, vendor) process group of the allocation (each group has its own limiter region
 and visible-devices numbering).  A device's container edits carry that group's
 environment (visible devices, HAMI_* and vendor limiter limits, ``HAMI_REGION_PATH``,
-``LD_PRELOAD``) and bind-mount the limiter region and the preload library at the same
-paths inside the container, so the variables mean the same thing there.  Device nodes
-are left to the vendor's container toolkit, which the visible-devices variables drive.
+``LD_PRELOAD``) plus what the vendor's container toolkit would add (``NVIDIA_VISIBLE_DEVICES``),
+the vendor's device files (``/dev/nvidia<N>`` and ``/dev/nvidiactl``, ``/dev/davinci<N>`` and
+``/dev/davinci_manager``, ``/dev/cambricon_dev<N>`` and ``/dev/cambricon_ctl`` ...: each adapter's
+``container_device_nodes``), and bind mounts of the limiter region and the preload library at the
+same paths inside the container, so the variables mean the same thing there.
 cdiVersion 0.6.0 is the first to allow annotations, which name the claim and handle.
 """
 
@@ -15,9 +17,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hami_devices.adapter import VendorAdapter
 from hami_devices.kubernetes.dra import names
 from hami_devices.models import DeviceHandle
 
@@ -35,10 +39,21 @@ def qualified(claim_uid: str, vendor: str) -> str:
     return f"{KIND}={device_name(claim_uid, vendor)}"
 
 
-def spec_for(claim_uid: str, handle: DeviceHandle) -> dict[str, Any]:
+def spec_for(claim_uid: str, handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> dict[str, Any]:
+    """The claim's spec; ``adapters`` by vendor name give each group's container environment and device files."""
     devices = []
     for node, vendor in handle.groups:
-        env = handle.env_for(node, vendor)
+        grants = [g for g in handle.grants if g.node == node and g.vendor == vendor]
+        adapter = adapters.get(vendor)
+        env = dict(handle.env_for(node, vendor))
+        device_nodes = []
+        if adapter is not None:
+            env.update(adapter.container_environment(grants))
+            for container_path, host_path in adapter.container_device_nodes(grants):
+                node_edit = {"path": container_path}
+                if host_path != container_path:
+                    node_edit["hostPath"] = host_path
+                device_nodes.append(node_edit)
         mounts = []
         for key in ("HAMI_REGION_PATH", "LD_PRELOAD"):
             path = env.get(key)
@@ -47,6 +62,8 @@ def spec_for(claim_uid: str, handle: DeviceHandle) -> dict[str, Any]:
                 options = [access, "nosuid", "nodev", "bind"]
                 mounts.append({"hostPath": path, "containerPath": path, "options": options})
         edits: dict[str, Any] = {"env": [f"{k}={v}" for k, v in sorted(env.items())]}
+        if device_nodes:
+            edits["deviceNodes"] = device_nodes
         if mounts:
             edits["mounts"] = mounts
         devices.append(

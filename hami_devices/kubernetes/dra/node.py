@@ -49,13 +49,28 @@ from hami_devices.scheduling.engine import Placement
 
 
 @dataclass(frozen=True)
+class PreparedDevice:
+    """One allocated device of the claim on this node, and the CDI devices a container using it gets."""
+
+    request: str
+    pool: str
+    device: str
+    cdi_ids: list[str]
+
+
+@dataclass(frozen=True)
 class Prepared:
     """What the kubelet gets back for a claim: the CDI device ids per allocated device, and the allocation."""
 
     claim_uid: str
     handle: DeviceHandle
-    cdi_devices: dict[str, list[str]]  # "request/device" -> fully qualified CDI names
+    devices: list[PreparedDevice]
     spec_path: Path
+
+    @property
+    def cdi_devices(self) -> dict[str, list[str]]:
+        """"request/device" -> fully qualified CDI names."""
+        return {f"{d.request}/{d.device}": d.cdi_ids for d in self.devices}
 
 
 class NodePlugin:
@@ -101,13 +116,14 @@ class NodePlugin:
                     if exc.field != "handle_id":
                         raise
                     handle = self.ledger.get(handle_id)  # another process prepared it meanwhile
-            path = cdi.write_spec(self.cdi_dir, claim.uid, cdi.spec_for(claim.uid, handle))
+            path = cdi.write_spec(self.cdi_dir, claim.uid, cdi.spec_for(claim.uid, handle, self._adapters))
         by_uuid_vendor = {g.uuid: g.vendor for g in handle.grants}
-        ids = {
-            f"{r['request']}/{r['device']}": [cdi.qualified(claim.uid, by_uuid_vendor[uuid])]
+        answer = [
+            PreparedDevice(str(r["request"]), str(r["pool"]), str(r["device"]),
+                           [cdi.qualified(claim.uid, by_uuid_vendor[uuid])])
             for r, uuid in results
-        }
-        return Prepared(claim.uid, handle, ids, path)
+        ]
+        return Prepared(claim.uid, handle, answer, path)
 
     @contextmanager
     def _ledger_turn(self) -> Iterator[None]:

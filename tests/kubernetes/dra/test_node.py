@@ -51,7 +51,10 @@ def test_prepare_writes_ledger_and_cdi_and_unprepare_releases_exactly(
     assert spec["cdiVersion"] == cdi.CDI_VERSION and spec["kind"] == "hami-devices.io/claim"
     [device] = spec["devices"]
     env = dict(e.split("=", 1) for e in device["containerEdits"]["env"])
-    assert env == handle.env_for("tiers-a", "nvidia")
+    # NVIDIA's container toolkit reads NVIDIA_VISIBLE_DEVICES: the granted GPUs, by uuid
+    assert env == {**handle.env_for("tiers-a", "nvidia"), "NVIDIA_VISIBLE_DEVICES": ",".join(handle.uuids)}
+    assert [n["path"] for n in device["containerEdits"]["deviceNodes"]] == [
+        f"/dev/nvidia{g.index}" for g in handle.grants] + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
     assert env["CUDA_VISIBLE_DEVICES"].count(",") == 2 and env["LD_PRELOAD"].endswith("libhami_cuda.so")
     region = Region.open(Path(env["HAMI_REGION_PATH"]))  # the limiter region the workload will use
     try:

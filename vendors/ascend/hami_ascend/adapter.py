@@ -305,6 +305,21 @@ class AscendAdapter(VendorAdapter):
         """The vNPU id for a created vNPU, else the chip's physical id (what the Ascend runtime takes)."""
         return grant.partition_uuid or str(self._phy_id(grant))
 
+    CONTROL_DEVICE_NODES: ClassVar[tuple[str, ...]] = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc")
+
+    def container_device_nodes(self, grants: list[Grant]) -> list[tuple[str, str]]:
+        """``/dev/davinci<physical id>`` per chip; a vNPU is the host's ``/dev/vdavinci<id>`` seen in the container
+        as ``/dev/davinci<id>`` (as Ascend's container runtime mounts it); then the control devices."""
+        nodes: dict[str, str] = {}
+        for grant in grants:
+            if grant.partition_uuid:
+                nodes[f"/dev/davinci{grant.partition_uuid}"] = f"/dev/vdavinci{grant.partition_uuid}"
+            else:
+                path = f"/dev/davinci{self._phy_id(grant)}"
+                nodes[path] = path
+        nodes.update((path, path) for path in self.CONTROL_DEVICE_NODES)
+        return list(nodes.items())
+
     def environment(self, grants: list[Grant], region_path: str | None) -> dict[str, str]:
         """``ASCEND_VISIBLE_DEVICES`` (physical or vNPU ids, for the container runtime),
         ``ASCEND_RT_VISIBLE_DEVICES`` (logic or vNPU ids, for the process), and

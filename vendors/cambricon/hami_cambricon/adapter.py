@@ -320,6 +320,13 @@ class CambriconAdapter(VendorAdapter):
         env.update(limiter_environment(self, grants, region_path))
         return env
 
+    CONTROL_DEVICE_NODES: ClassVar[tuple[str, ...]] = ("/dev/cambricon_ctl",)
+
+    def container_device_nodes(self, grants: list[Grant]) -> list[tuple[str, str]]:
+        """``/dev/cambricon_dev<index>`` of each card (an sMLU instance's parent), then ``/dev/cambricon_ctl``."""
+        paths = [f"/dev/cambricon_dev{index}" for index in dict.fromkeys(g.index for g in grants)]
+        return [(path, path) for path in paths + list(self.CONTROL_DEVICE_NODES)]
+
     def visible_device_id(self, grant: Grant) -> str:
         if grant.partition_uuid:
             return split_partition_uuid(grant.partition_uuid)[0]

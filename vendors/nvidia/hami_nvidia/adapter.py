@@ -294,6 +294,28 @@ class NvidiaAdapter(VendorAdapter):
                 call("nvmlComputeInstanceDestroy", array[k])
         call("nvmlGpuInstanceDestroy", gi)
 
+    # -- containers -----------------------------------------------------------
+    CONTROL_DEVICE_NODES: ClassVar[tuple[str, ...]] = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+
+    def container_environment(self, grants: list[Grant]) -> dict[str, str]:
+        """``NVIDIA_VISIBLE_DEVICES``: the GPU (or MIG device) uuids, what NVIDIA's container toolkit reads."""
+        return {"NVIDIA_VISIBLE_DEVICES": ",".join(self.visible_device_id(g) for g in grants)}
+
+    def container_device_nodes(self, grants: list[Grant]) -> list[tuple[str, str]]:
+        """``/dev/nvidia<minor>`` of each GPU (a MIG device's parent), then the control devices."""
+        minors = dict.fromkeys(self._minor_number(g) for g in grants)
+        paths = [f"/dev/nvidia{minor}" for minor in minors] + list(self.CONTROL_DEVICE_NODES)
+        return [(path, path) for path in paths]
+
+    def _minor_number(self, grant: Grant) -> int:
+        # The device file is numbered by the driver's minor number, which NVML's index usually equals;
+        # ask NVML where the GPU is live (a library without the call answers with the index).
+        device = self._devices.get(grant.uuid)
+        if device is not None:
+            with contextlib.suppress(NvmlError):
+                return int(call("nvmlDeviceGetMinorNumber", device.handle))
+        return grant.index
+
     # -- workload environment ----------------------------------------------
     def limiter_variables(self, position: int, grant: Grant) -> dict[str, str]:
         # A MIG instance is isolated by the hardware: no compute throttling inside it.

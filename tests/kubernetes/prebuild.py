@@ -1,0 +1,23 @@
+"""Build (or find in the cache) every Go program the Kubernetes tests run: ``python -m tests.kubernetes.prebuild``.
+
+scripts/test.sh starts it in the background before pytest, so that on a cold machine Kubernetes compiles on the
+core pytest leaves idle; a test that needs a binary still being built waits on gobuild's lock for it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tests.kubernetes.cluster.controlplane import binaries
+from tests.kubernetes.kubelet.harness import build_driver
+
+
+def main() -> None:
+    started = time.monotonic()
+    print(f"kubeletdriver: {build_driver()} ({time.monotonic() - started:.0f} s)", flush=True)
+    for name, path in binaries().items():
+        print(f"{name}: {path} ({time.monotonic() - started:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
