@@ -300,7 +300,7 @@ class DraAllocator:
             }
             if device.shareable:
                 entry["shareID"] = names.share_id(claim.uid, option.sub.name, device.name)
-                entry["consumedCapacity"] = {"memory": q.mib(grant.memory_mib), "cores": q.count(grant.cores)}
+                entry["consumedCapacity"] = {"memory": q.mib(grant.memory_mib), "cores": q.plain(grant.cores)}
             results.append(entry)
         node = placement.grants[0].node
         result = {
