@@ -23,7 +23,7 @@ and what the Go parser does beyond it, which the peer tests hold this module to:
   32, and the scale arithmetic wraps at 32 bits, as Go's does.
 
 ``parse`` reads a field of an API object as the API server decodes JSON
-(``Quantity.UnmarshalJSON``: a string with surrounding white space trimmed, or a JSON number);
+(``Quantity.UnmarshalJSON``: a string with surrounding spaces trimmed, or a JSON number);
 ``parse_string`` is ``resource.ParseQuantity`` itself (CEL's ``quantity()``).
 
 Units on top (HAMi's): a device resource such as ``nvidia.com/gpumem`` is a *count* (of MiB, of
@@ -50,9 +50,6 @@ _SUFFIX = re.compile(r"[eEinumkKMGTP]*[+-]?[0-9]*")
 _DECIMAL_SI = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _GO_INT = re.compile(r"[+-]?[0-9]+")
-# Go's unicode.IsSpace, which strings.TrimSpace strips
-_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
-    "\u2028\u2029\u202f\u205f\u3000"
 _EMAX = 999_999_999_999_999_999  # Decimal's widest exponent range: Go's exponents are 32-bit
 
 
@@ -92,7 +89,7 @@ def parse_string(text: str) -> Decimal:
     magnitude = _fast(whole.lstrip("0") or "0", fraction, exponent, binary, context)
     if magnitude is None:
         magnitude = _arbitrary(whole, fraction, exponent, binary, context)
-    return -magnitude if sign == "-" else magnitude
+    return magnitude.copy_negate() if sign == "-" else magnitude  # exact: no context rounding
 
 
 def _fast(digits: str, fraction: str, exponent: int, binary: bool, context: Context) -> Decimal | None:
@@ -136,7 +133,9 @@ def parse(value: str | int | float, field: str = "quantity") -> Decimal:
     elif isinstance(value, int):
         text = str(value)
     else:
-        text = value.strip(_GO_SPACE)
+        # UnmarshalJSON trims the raw JSON text between the quotes, escapes undecoded: of the white space
+        # strings.TrimSpace knows, only the plain space stands unescaped in a JSON string ("\t4k" is no quantity)
+        text = value.strip(" ")
     try:
         return parse_string(text)
     except QuantityError as exc:

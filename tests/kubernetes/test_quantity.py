@@ -32,6 +32,7 @@ DEFINED = [
     ("10E", 10**19),  # decimal ones are not
     ("123456789012345678901234567890", 123456789012345678901234567890),
     ("1.5e2000000000", Decimal("1.5e2000000000")),
+    ("-0435388817633982958038660.876194648E3", Decimal("-435388817633982958038660876.194648")),  # every digit
 ]
 
 
@@ -50,7 +51,9 @@ def test_not_quantities(text: str) -> None:
 
 
 def test_api_json_decoding_trims_space_and_reads_numbers() -> None:
-    assert q.parse(" 4k\n") == 4000  # Quantity.UnmarshalJSON trims; ParseQuantity does not
+    assert q.parse(" 4k ") == 4000  # Quantity.UnmarshalJSON trims; ParseQuantity does not
+    with pytest.raises(InvalidRequest):
+        q.parse("\t4k")  # the JSON text holds the escape, which UnmarshalJSON does not decode
     with pytest.raises(q.QuantityError):
         q.parse_string(" 4k")
     assert q.parse(4000) == 4000
