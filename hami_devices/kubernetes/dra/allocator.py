@@ -214,7 +214,13 @@ class DraAllocator:
                 if chosen is not None:
                     placement, partitions, final = chosen
                     return self._commit(claim, placement, final, partitions)
-        assert first is not None
+        if first is None:  # no value of a matchAttribute is shared by devices of every request it binds
+            raise InsufficientResources(
+                f"claim {claim.label}: no devices of its requests share a value of "
+                + ", ".join(str(c.match) for c in claim.constraints if c.match),
+                {"constraints": []},
+                permanent=True,
+            )
         refusal = self.engine.refusal(_with_uuids(*first))
         raise InsufficientResources(
             f"claim {claim.label} does not fit: {refusal.summary_message}",
