@@ -202,6 +202,6 @@ def test_match_attribute_no_request_pair_shares_is_a_refusal(allocator: DraAlloc
         exactly("a", selectors=('device.attributes["hami-devices.io"].model == "T4"',)),
         exactly("b", selectors=('device.attributes["hami-devices.io"].model == "A30"',)),
     ], [{"matchAttribute": "hami-devices.io/model"}])
-    with pytest.raises(InsufficientResources, match="hami-devices.io/model") as refused:
+    with pytest.raises(InsufficientResources, match=r"hami-devices\.io/model") as refused:
         allocator.allocate(disjoint)
     assert refused.value.permanent
