@@ -13,6 +13,7 @@ Test doubles that record binds instead live in ``hami_devices.testing``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -41,8 +42,10 @@ class PodBinder(Protocol):
 class ApiServerBinder:
     """The official Kubernetes client: annotate, then create the pod's ``Binding``.
 
-    Needs the ``[kubernetes]`` extra and a service account allowed to patch pods and
-    create ``pods/binding`` (kube-scheduler's own permissions).
+    Needs the ``[kubernetes]`` extra and a service account allowed to get, list and patch
+    pods and create ``pods/binding`` (kube-scheduler's own permissions).  It binds through
+    the ``pods/{name}/binding`` subresource, as kube-scheduler does.  An answer the API
+    server did not give (refused connection, timeout) is a ``BindFailed`` too.
     """
 
     def __init__(self, *, kubeconfig: str | None = None, timeout_s: float = 5.0) -> None:
@@ -61,6 +64,7 @@ class ApiServerBinder:
 
     def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         c = self._client
         try:
@@ -74,22 +78,25 @@ class ApiServerBinder:
                 metadata=c.V1ObjectMeta(name=pod.name, namespace=pod.namespace, uid=pod.uid),
                 target=c.V1ObjectReference(api_version="v1", kind="Node", name=node),
             )
-            self._api.create_namespaced_binding(pod.namespace, body, _preload_content=False,
-                                                _request_timeout=self.timeout_s)
+            self._api.create_namespaced_pod_binding(pod.name, pod.namespace, body, _preload_content=False,
+                                                    _request_timeout=self.timeout_s)
         except ApiException as exc:
-            raise BindFailed(f"binding {pod.label} to {node}: {exc.status} {exc.reason}") from None
-        except OSError as exc:
-            raise BindFailed(f"binding {pod.label} to {node}: {exc}") from None
+            raise BindFailed(f"binding {pod.label} to {node}: {_refusal(exc)}") from None
+        except (OSError, HTTPError) as exc:
+            raise BindFailed(f"binding {pod.label} to {node}: no answer from the API server ({exc})") from None
 
     def _get(self, pod: PodRef) -> Any:
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         try:
             found = self._api.read_namespaced_pod(pod.name, pod.namespace, _request_timeout=self.timeout_s)
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise BindFailed(f"reading {pod.label}: {exc.status} {exc.reason}") from None
+            raise BindFailed(f"reading {pod.label}: {_refusal(exc)}") from None
+        except (OSError, HTTPError) as exc:
+            raise BindFailed(f"reading {pod.label}: no answer from the API server ({exc})") from None
         return found if found.metadata is not None and found.metadata.uid == pod.uid else None
 
     def bound_node(self, pod: PodRef) -> str | None:
@@ -111,3 +118,12 @@ class ApiServerBinder:
             return None
         data: dict[str, Any] = self._client.ApiClient().sanitize_for_serialization(found)  # type: ignore[no-untyped-call]
         return data
+
+
+def _refusal(exc: Any) -> str:
+    """``409 Conflict: pod p is already assigned to node "n"``: the status and the API's own message."""
+    try:
+        message = json.loads(exc.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        message = ""
+    return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
