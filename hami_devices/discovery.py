@@ -11,6 +11,7 @@ from hami_devices.errors import DeviceUnavailable
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
 from hami_devices.models import DeviceInfo, DeviceTraits
+from hami_devices.node_identity import node_name
 from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
 
@@ -21,11 +22,14 @@ def discover(
     config: HamiConfig | None = None,
     ledger: Ledger | None = None,
     registry: VendorRegistry | None = None,
+    node: str | None = None,
 ) -> list[Device]:
     """Every device the loaded adapters find.
 
-    With ``inventory`` the adapters run on the simulated back end built from it;
-    without, each adapter whose library is present asks its hardware.  A vendor
+    With ``inventory`` the adapters run on the simulated back end built from it (its
+    nodes name the devices); without, each adapter whose library is present asks its
+    hardware, and the devices are on this node: ``node``, else the configuration's
+    ``node-name``, else ``NODE_NAME``, else the host's name (``node_identity``).  A vendor
     whose library is absent contributes nothing (``hami-devices vendors`` says why).
     """
     registry = registry or load_vendors(vendors, config)
@@ -53,6 +57,10 @@ def discover(
     for adapter in registry.adapters.values():
         if safe_probe(adapter).available:
             devices.extend(adapter.discover(ledger))
+    if devices:
+        here = node_name(node, config)
+        for device in devices:
+            device.name_node(here)
     return devices
 
 

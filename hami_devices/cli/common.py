@@ -30,6 +30,7 @@ def add_source(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None
     parser.add_argument(
         "--vendor", action="append", dest="vendors", metavar="NAME", help="only this vendor (repeatable)"
     )
+    add_node_name(parser)
     if ledger:
         parser.add_argument(
             "--ledger",
@@ -37,6 +38,12 @@ def add_source(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None
             type=Path,
             help="SQLite ledger of live allocations (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)",
         )
+
+
+def add_node_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-name", metavar="NAME",
+                        help="this node's name for discovered devices (default: node-name in --config, then "
+                        "$NODE_NAME, then the host's name)")
 
 
 def config_from(args: argparse.Namespace) -> HamiConfig:
@@ -52,4 +59,5 @@ def ledger_from(args: argparse.Namespace) -> Ledger:
 def devices_from(args: argparse.Namespace, ledger: Ledger) -> list[Device]:
     config = config_from(args)
     registry = load_vendors(args.vendors, config)
-    return discover(args.inventory, config=config, ledger=ledger, registry=registry)
+    return discover(args.inventory, config=config, ledger=ledger, registry=registry,
+                    node=getattr(args, "node_name", None))
