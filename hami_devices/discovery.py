@@ -37,19 +37,19 @@ def discover(
     devices: list[Device] = []
     if inventory is not None:
         inv = inventory if isinstance(inventory, Inventory) else load_inventory_for(inventory, registry, config)
-        for node in inv.nodes:
-            host = HostResources(node.cpu_milli, node.memory_mib, dict(node.labels))
+        for spec in inv.nodes:
+            host = HostResources(spec.cpu_milli, spec.memory_mib, dict(spec.labels))
             by_vendor: dict[str, list[DeviceInfo]] = {}
-            for info in node.devices:
+            for info in spec.devices:
                 by_vendor.setdefault(info.vendor, []).append(info)
             made: list[Device] = []
             for vendor, infos in by_vendor.items():
                 if vendor not in registry.adapters:
                     reason = registry.failures.get(vendor)
                     detail = reason.error if reason else "no adapter is registered for it"
-                    raise DeviceUnavailable(f"inventory node {node.name!r} has {vendor} devices: {detail}")
+                    raise DeviceUnavailable(f"inventory node {spec.name!r} has {vendor} devices: {detail}")
                 made.extend(registry.adapters[vendor].simulate(infos, ledger))
-            order = {info.uuid: i for i, info in enumerate(node.devices)}
+            order = {info.uuid: i for i, info in enumerate(spec.devices)}
             for device in sorted(made, key=lambda d: order[d.uuid]):  # the inventory's order, whatever the vendors
                 device.host = host
                 devices.append(device)
