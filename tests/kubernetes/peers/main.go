@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -56,9 +57,12 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// decode reads the request body into v, refusing fields the verb does not know.
+// decode reads the request body into v, refusing fields the verb does not know (a
+// misspelt field in a test's request would otherwise be silently ignored).
 func decode(in []byte, v any) error {
-	return json.Unmarshal(in, v)
+	d := json.NewDecoder(bytes.NewReader(in))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
 }
 
 // errorText is nil for no error, else the error's message: what a JSON answer carries.
