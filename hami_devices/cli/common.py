@@ -9,6 +9,8 @@ from pathlib import Path
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import discover
+from hami_devices.errors import InvalidRequest
+from hami_devices.kubernetes import quantity
 from hami_devices.ledger import Ledger, MemoryLedger, SqliteLedger
 from hami_devices.registry import load_vendors
 
@@ -44,6 +46,14 @@ def add_node_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-name", metavar="NAME",
                         help="this node's name for discovered devices (default: node-name in --config, then "
                         "$NODE_NAME, then the host's name)")
+
+
+def quantity_count(text: str) -> int:
+    """An argparse type: a count read as Kubernetes reads a device resource (``4000``, ``4k``, ``16Ki``)."""
+    try:
+        return quantity.count(text, "value")
+    except InvalidRequest as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def config_from(args: argparse.Namespace) -> HamiConfig:
