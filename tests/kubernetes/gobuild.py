@@ -98,26 +98,35 @@ def build_info(
     target = cache_root() / f"{output_name}-{key}"
     if target.exists():
         return Built(target, True, 0.0)
+    command = [go, "build", "-trimpath", f"-modfile={modfile}"]
+    if tags:
+        command.append("-tags=" + ",".join(tags))
     with _locked(cache_root() / f".{output_name}.lock"):
-        if target.exists():  # another process built it while we waited
-            return Built(target, True, 0.0)
-        partial = target.with_name(target.name + f".partial-{os.getpid()}")
-        command = [go, "build", "-trimpath", f"-modfile={modfile}", "-o", str(partial)]
-        if tags:
-            command.append("-tags=" + ",".join(tags))
-        command.append(package)
-        started = time.monotonic()
-        try:
-            done = subprocess.run(command, cwd=module_dir, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            partial.unlink(missing_ok=True)
-            raise GoBuildError(f"{' '.join(command)} (in {module_dir}) ran past {BUILD_TIMEOUT_S}s") from None
-        if done.returncode != 0:
-            partial.unlink(missing_ok=True)
-            raise GoBuildError(f"{' '.join(command)} (in {module_dir}) failed:\n{done.stdout}{done.stderr}")
-        partial.rename(target)
-        _prune(target, output_name)
-        return Built(target, False, time.monotonic() - started)
+        while True:
+            key = source_digest(module_dir, package, modfile, tags, version)
+            target = cache_root() / f"{output_name}-{key}"
+            if target.exists():  # another process built it while we waited
+                return Built(target, True, 0.0)
+            partial = target.with_name(target.name + f".partial-{os.getpid()}")
+            started = time.monotonic()
+            done = _go([*command, "-o", str(partial), package], module_dir, partial)
+            if source_digest(module_dir, package, modfile, tags, version) != key:  # edited while it built: again
+                partial.unlink(missing_ok=True)
+                continue
+            if done.returncode != 0:
+                partial.unlink(missing_ok=True)
+                raise GoBuildError(f"{' '.join(done.args)} (in {module_dir}) failed:\n{done.stdout}{done.stderr}")
+            partial.rename(target)
+            _prune(target, output_name)
+            return Built(target, False, time.monotonic() - started)
+
+
+def _go(command: list[str], module_dir: Path, partial: Path) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(command, cwd=module_dir, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        partial.unlink(missing_ok=True)
+        raise GoBuildError(f"{' '.join(command)} (in {module_dir}) ran past {BUILD_TIMEOUT_S}s") from None
 
 
 def _prune(keep: Path, output_name: str) -> None:
