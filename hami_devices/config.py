@@ -122,6 +122,10 @@ class DevicePluginConfig(_Section):
 class HamiConfig(_Section):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     device_plugin: DevicePluginConfig = Field(default_factory=DevicePluginConfig, alias="device-plugin")
+    node_name: str | None = Field(
+        default=None, alias="node-name",
+        description="this node's name (after --node-name, before NODE_NAME and the host's name): see node_identity",
+    )
 
 
 def parse_config(data: Any, source: str = "<config>") -> HamiConfig:

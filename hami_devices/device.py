@@ -80,6 +80,10 @@ class Device(ABC):
     def info(self) -> DeviceInfo:
         return self._info
 
+    def name_node(self, node: str) -> None:
+        """Set the node a discovered device is on (adapters leave it to discovery: ``node_identity``)."""
+        self._info = self._info.model_copy(update={"node": node})
+
     @property
     def uuid(self) -> str:
         return self._info.uuid

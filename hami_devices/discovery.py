@@ -11,6 +11,7 @@ from hami_devices.errors import DeviceUnavailable
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
 from hami_devices.models import DeviceInfo, DeviceTraits
+from hami_devices.node_identity import node_name
 from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
 
@@ -21,11 +22,14 @@ def discover(
     config: HamiConfig | None = None,
     ledger: Ledger | None = None,
     registry: VendorRegistry | None = None,
+    node: str | None = None,
 ) -> list[Device]:
     """Every device the loaded adapters find.
 
-    With ``inventory`` the adapters run on the simulated back end built from it;
-    without, each adapter whose library is present asks its hardware.  A vendor
+    With ``inventory`` the adapters run on the simulated back end built from it (its
+    nodes name the devices); without, each adapter whose library is present asks its
+    hardware, and the devices are on this node: ``node``, else the configuration's
+    ``node-name``, else ``NODE_NAME``, else the host's name (``node_identity``).  A vendor
     whose library is absent contributes nothing (``hami-devices vendors`` says why).
     """
     registry = registry or load_vendors(vendors, config)
@@ -33,19 +37,19 @@ def discover(
     devices: list[Device] = []
     if inventory is not None:
         inv = inventory if isinstance(inventory, Inventory) else load_inventory_for(inventory, registry, config)
-        for node in inv.nodes:
-            host = HostResources(node.cpu_milli, node.memory_mib, dict(node.labels))
+        for spec in inv.nodes:
+            host = HostResources(spec.cpu_milli, spec.memory_mib, dict(spec.labels))
             by_vendor: dict[str, list[DeviceInfo]] = {}
-            for info in node.devices:
+            for info in spec.devices:
                 by_vendor.setdefault(info.vendor, []).append(info)
             made: list[Device] = []
             for vendor, infos in by_vendor.items():
                 if vendor not in registry.adapters:
                     reason = registry.failures.get(vendor)
                     detail = reason.error if reason else "no adapter is registered for it"
-                    raise DeviceUnavailable(f"inventory node {node.name!r} has {vendor} devices: {detail}")
+                    raise DeviceUnavailable(f"inventory node {spec.name!r} has {vendor} devices: {detail}")
                 made.extend(registry.adapters[vendor].simulate(infos, ledger))
-            order = {info.uuid: i for i, info in enumerate(node.devices)}
+            order = {info.uuid: i for i, info in enumerate(spec.devices)}
             for device in sorted(made, key=lambda d: order[d.uuid]):  # the inventory's order, whatever the vendors
                 device.host = host
                 devices.append(device)
@@ -53,6 +57,10 @@ def discover(
     for adapter in registry.adapters.values():
         if safe_probe(adapter).available:
             devices.extend(adapter.discover(ledger))
+    if devices:
+        here = node_name(node, config)
+        for device in devices:
+            device.name_node(here)
     return devices
 
 

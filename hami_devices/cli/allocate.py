@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.allocation import allocate
-from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from
+from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from, quantity_count
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ResourceRequest
@@ -25,9 +25,12 @@ def register(subparsers: Any) -> None:
     add_json(parser)
     parser.add_argument("--request", metavar="JSON", help="a ResourceRequest as JSON, @FILE, or - for stdin")
     parser.add_argument("--count", type=int, default=1, help="devices wanted (shorthand)")
-    parser.add_argument("--memory", type=int, metavar="MIB", help="memory per device in MiB (shorthand)")
+    parser.add_argument("--memory", type=quantity_count, metavar="MIB",
+                        help="memory per device, a count of MiB read as Kubernetes reads nvidia.com/gpumem "
+                        "(4096, 4k = 4000, 16Ki = 16384; shorthand)")
     parser.add_argument("--memory-percent", type=float, help="memory per device in percent (shorthand)")
-    parser.add_argument("--cores", type=int, default=0, help="compute percent per device, 100 = exclusive")
+    parser.add_argument("--cores", type=quantity_count, default=0,
+                        help="compute percent per device, 100 = exclusive")
     parser.add_argument("--model", action="append", dest="models", default=[], help="accepted model (repeatable)")
     parser.add_argument("--partition", help="partition profile name or 'auto'")
     parser.add_argument("--task-type", default="batch", choices=["training", "inference", "batch", "interactive"])

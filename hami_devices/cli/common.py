@@ -8,6 +8,8 @@ from pathlib import Path
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import discover
+from hami_devices.errors import InvalidRequest
+from hami_devices.kubernetes import quantity
 from hami_devices.ledger import Ledger, MemoryLedger, SqliteLedger
 from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.registry import load_vendors
@@ -23,6 +25,7 @@ def add_source(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None
     parser.add_argument(
         "--vendor", action="append", dest="vendors", metavar="NAME", help="only this vendor (repeatable)"
     )
+    add_node_name(parser)
     if ledger:
         parser.add_argument(
             "--ledger",
@@ -30,6 +33,20 @@ def add_source(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None
             type=Path,
             help="SQLite ledger of live allocations (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)",
         )
+
+
+def add_node_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node-name", metavar="NAME",
+                        help="this node's name for discovered devices (default: node-name in --config, then "
+                        "$NODE_NAME, then the host's name)")
+
+
+def quantity_count(text: str) -> int:
+    """An argparse type: a count read as Kubernetes reads a device resource (``4000``, ``4k``, ``16Ki``)."""
+    try:
+        return quantity.count(text, "value")
+    except InvalidRequest as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def config_from(args: argparse.Namespace) -> HamiConfig:
@@ -45,4 +62,5 @@ def ledger_from(args: argparse.Namespace) -> Ledger:
 def devices_from(args: argparse.Namespace, ledger: Ledger) -> list[Device]:
     config = config_from(args)
     registry = load_vendors(args.vendors, config)
-    return discover(args.inventory, config=config, ledger=ledger, registry=registry)
+    return discover(args.inventory, config=config, ledger=ledger, registry=registry,
+                    node=getattr(args, "node_name", None))

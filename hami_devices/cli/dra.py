@@ -40,6 +40,9 @@ def register(subparsers: Any) -> None:
     pub.add_argument("--node", help="only this node's pool")
     pub.add_argument("--config", metavar="FILE", help="configuration YAML (memory factor, MIG mode, split count)")
     pub.add_argument("--generation", type=int, default=0, help="pool generation before this publish (default 0)")
+    pub.add_argument("--kubernetes", default="1.35", metavar="RELEASE",
+                     help="the release whose slice rules to follow: 1.34 keeps a card's counters in its devices' "
+                     "slice; 1.35 and newer (the default) put counter sets in slices of their own")
     pub.add_argument("--json", action="store_true", help="a JSON list instead of YAML documents")
     pub.set_defaults(func=_publish)
 
@@ -125,7 +128,8 @@ def _publish(args: argparse.Namespace) -> int:
     require("kubernetes", "hami-devices dra publish")
     from hami_devices.kubernetes.dra.publish import publish_inventory
 
-    objects = publish_inventory(args.inventory, config_from(args), node=args.node, generation=args.generation)
+    objects = publish_inventory(args.inventory, config_from(args), node=args.node, generation=args.generation,
+                                kubernetes=args.kubernetes)
     _emit(objects, args.json)
     return 0
 

@@ -42,7 +42,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--workers", type=int, default=32, help="verbs handled at once (default 32)")
     parser.add_argument("--binder", default="kubernetes", metavar="KIND",
                         help="'kubernetes' (the API server: in-cluster, else --kubeconfig or ~/.kube/config) or "
-                        "'record:FILE' (a test double: binds are appended to FILE as JSON lines, no API server)")
+                        "'record:FILE' (hami_devices.testing's test double, for tests and benchmarks: binds are "
+                        "appended to FILE as JSON lines and no API server is called)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --binder kubernetes")
     parser.add_argument("--record-delay", type=float, default=0.0, metavar="S",
                         help="with --binder record:FILE, wait S seconds in each bind (a slow API server)")
@@ -51,14 +52,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hami_devices.kubernetes.extender import (
-        ApiServerBinder,
-        Extender,
-        FileRecordingBinder,
-        PodBinder,
-        ServerSettings,
-        serve,
-    )
+    from hami_devices.kubernetes.extender import ApiServerBinder, Extender, PodBinder, ServerSettings, serve
     from hami_devices.ledger import SqliteLedger
 
     host, _, port = args.listen.rpartition(":")
@@ -68,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidRequest("--lease", "must be longer than --timeout, or a slow bind's lease could run out under it")
     binder: PodBinder
     if args.binder.startswith("record:"):
+        from hami_devices.testing import FileRecordingBinder
+
         binder = FileRecordingBinder(args.binder.split(":", 1)[1], delay_s=args.record_delay)
     elif args.binder == "kubernetes":
         binder = ApiServerBinder(kubeconfig=args.kubeconfig, timeout_s=args.timeout / 2)

@@ -1,6 +1,5 @@
-"""Kubernetes faces of the SDK: ``dra`` (Dynamic Resource Allocation driver pieces).
+"""Kubernetes faces of the SDK: ``dra`` (Dynamic Resource Allocation driver pieces) and ``extender``.
 
-Everything here needs the optional ``[kubernetes]`` extra.  Modules shared by the
-Kubernetes pieces (quantities) sit at this level; each sub-package places work only
-through the scheduling engine.
+They need the optional ``[kubernetes]`` extra.  ``quantity`` (Kubernetes' quantities and the SDK's
+units on top) needs nothing beyond the standard library: the command line uses it too.
 """

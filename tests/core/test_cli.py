@@ -83,3 +83,12 @@ def test_allocate_bad_request_is_a_typed_error(tmp_path: Path, example_inventory
     too_big = run("allocate", "--inventory", str(example_inventory), "--ledger", ledger,
                   "--model", "T4", "--memory", "999999", check=False)
     assert too_big.returncode == 2 and "CardInsufficientMemory" in too_big.stderr
+    fraction = run("allocate", "--inventory", str(example_inventory), "--ledger", ledger,
+                   "--model", "T4", "--memory", "1500m", check=False)
+    assert fraction.returncode == 2 and "--memory" in fraction.stderr and "whole number" in fraction.stderr
+
+
+def test_allocate_memory_is_read_as_kubernetes_reads_gpumem(tmp_path: Path, example_inventory: Path) -> None:
+    common = ["--inventory", str(example_inventory), "--ledger", str(tmp_path / "ledger.db"), "--model", "T4"]
+    assert run_json("allocate", *common, "--memory", "4k")["grants"][0]["memory_mib"] == 4000
+    assert run_json("allocate", *common, "--memory", "4Ki")["grants"][0]["memory_mib"] == 4096

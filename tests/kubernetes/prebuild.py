@@ -10,11 +10,14 @@ import time
 
 from tests.kubernetes.cluster.controlplane import binaries
 from tests.kubernetes.kubelet.harness import build_driver
+from tests.kubernetes.peers.conftest import RELEASES, built_peer
 
 
 def main() -> None:
     started = time.monotonic()
     print(f"kubeletdriver: {build_driver()} ({time.monotonic() - started:.0f} s)", flush=True)
+    for release in sorted(RELEASES):  # the peers share the pinned release's compiled packages with the rest
+        print(f"hamipeer-{release}: {built_peer(release).path} ({time.monotonic() - started:.0f} s)", flush=True)
     for name, path in binaries().items():
         print(f"{name}: {path} ({time.monotonic() - started:.0f} s)", flush=True)
 

@@ -16,14 +16,16 @@ nothing; ``firstAvailable`` alternatives, the kinds of device a request matched
 order until the engine places one.
 
 The result names each device (``driver``/``pool``/``device``), a ``shareID`` for a share
-of a shareable card and its ``consumedCapacity`` (the grant: what our accounting
-holds); a partition device is allocated whole and its counters are booked.
+of a shareable card and its ``consumedCapacity`` (the request by the device's published
+policy, as Kubernetes computes it: ``consumption``); a partition device is allocated
+whole and its counters are booked.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -38,9 +40,10 @@ from hami_devices.config import HamiConfig, load_config
 from hami_devices.errors import InsufficientResources, InvalidRequest, UnknownAllocation
 from hami_devices.kubernetes import quantity as q
 from hami_devices.kubernetes.dra import names
-from hami_devices.kubernetes.dra.catalog import Catalog, from_slices, inventory
+from hami_devices.kubernetes.dra.catalog import Catalog, CatalogDevice, from_slices, inventory
 from hami_devices.kubernetes.dra.claims import ALL, Claim, Constraint, SubRequest, parse_claim
 from hami_devices.kubernetes.dra.classes import class_specs, selectors_of
+from hami_devices.kubernetes.dra.consumption import consumed, quantity_text
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.registry import VendorRegistry, load_vendors
 from hami_devices.scheduling.cluster import BoolArray
@@ -90,6 +93,7 @@ class _Devices:
 class Booked:
     result: dict[str, Any]
     partitions: list[int] = field(default_factory=list)
+    shares: list[int] = field(default_factory=list)  # shared cards that consume their counter set
 
 
 class DraAllocator:
@@ -124,8 +128,11 @@ class DraAllocator:
             if d.ours and d.kind == names.KIND_PARTITION:
                 self._partition_rows.setdefault((str(d.own("uuid")), str(d.own("partition"))), []).append(i)
         self._ours = [i for i, d in enumerate(self.catalog.devices) if d.ours]
+        self._cards_with_counters = [i for i in self._ours if self.catalog.devices[i].kind == names.KIND_DEVICE
+                                     and self.catalog.devices[i].counter_set is not None]
         self._taken: set[int] = set()
         self._counters_used: dict[tuple[str, str, str], dict[str, Decimal]] = {}
+        self._share_holds: Counter[tuple[str, str, str]] = Counter()  # live shares of each set's card
         self._claims: dict[str, Booked] = {}
         self._lock = threading.Lock()
         # Published devices do not change within an allocator, so what a (class, selectors) pair
@@ -174,6 +181,8 @@ class DraAllocator:
             self.engine.cluster.forget(claim_uid)
             for row in held.partitions:
                 self._free_counters(row)
+            for row in held.shares:
+                self._release_share(row)
 
     def book(self, claim: Claim | Mapping[str, Any]) -> None:
         """Mirror a claim someone already allocated (``status.allocation``), e.g. after a restart."""
@@ -189,7 +198,10 @@ class DraAllocator:
             self.engine.cluster.assume(node, grants, booking_id=claim.uid)
             for row in rows:
                 self._take_counters(row)
-            self._claims[claim.uid] = Booked(allocation, rows)
+            shares = [self._uuid_row[g.uuid] for g in grants if not g.partition]
+            for row in shares:
+                self._hold_share(row)
+            self._claims[claim.uid] = Booked(allocation, rows, shares)
 
     # ------------------------------------------------------------------ search
     def _allocate(self, claim: Claim) -> dict[str, Any]:
@@ -215,7 +227,13 @@ class DraAllocator:
                 if chosen is not None:
                     placement, partitions, final = chosen
                     return self._commit(claim, placement, final, partitions)
-        assert first is not None
+        if first is None:  # no value of a matchAttribute is shared by devices of every request it binds
+            raise InsufficientResources(
+                f"claim {claim.label}: no devices of its requests share a value of "
+                + ", ".join(str(c.match) for c in claim.constraints if c.match),
+                {"constraints": []},
+                permanent=True,
+            )
         refusal = self.engine.refusal(_with_uuids(*first))
         raise InsufficientResources(
             f"claim {claim.label} does not fit: {refusal.summary_message}",
@@ -230,7 +248,9 @@ class DraAllocator:
         """The engine's placement; a distinctAttribute conflict narrows the later request and asks again."""
         distinct = [c for c in claim.constraints if c.distinct]
         for _ in range(REPAIRS):
-            placement = self.engine.try_place(request, candidates=[o.mask for o in combo])
+            blocked = self._partitioned_cards()
+            masks = [o.mask & ~blocked if o.partition is None and blocked.any() else o.mask for o in combo]
+            placement = self.engine.try_place(request, candidates=masks)
             if placement is None:
                 return None
             conflict = next((x for c in distinct if (x := self._conflict(c, placement, combo)) is not None), None)
@@ -301,7 +321,7 @@ class DraAllocator:
             }
             if device.shareable:
                 entry["shareID"] = names.share_id(claim.uid, option.sub.name, device.name)
-                entry["consumedCapacity"] = {"memory": q.mib(grant.memory_mib), "cores": q.count(grant.cores)}
+                entry["consumedCapacity"] = _consumption(device, option.sub)
             results.append(entry)
         node = placement.grants[0].node
         result = {
@@ -316,7 +336,11 @@ class DraAllocator:
         self.engine.cluster.assume(node, placement.grants, request=booked, booking_id=claim.uid)
         for row in partitions:
             self._take_counters(row)
-        self._claims[claim.uid] = Booked(result, partitions)
+        shares = [self._uuid_row[g.uuid] for g, o in ((g, combo[g.part]) for g in placement.grants)
+                  if o.partition is None]
+        for row in shares:
+            self._hold_share(row)
+        self._claims[claim.uid] = Booked(result, partitions, shares)
         return result
 
     # ------------------------------------------------------------------ counters
@@ -341,6 +365,44 @@ class DraAllocator:
             used = self._counters_used.setdefault((d.driver, d.pool, d.counter_set), {})
             for k, v in d.consumes.items():
                 used[k] = used.get(k, Decimal(0)) + v
+
+    def _hold_share(self, row: int) -> None:
+        """A share of a card that consumes its counter set takes the set, once while any share lives (as the
+        API's allocator books a shared device's counters): none of its partitions fits meanwhile."""
+        d = self.catalog.devices[row]
+        if d.counter_set is None:
+            return
+        key = (d.driver, d.pool, d.counter_set)
+        if self._share_holds[key] == 0:
+            used = self._counters_used.setdefault(key, {})
+            for k, v in d.consumes.items():
+                used[k] = used.get(k, Decimal(0)) + v
+        self._share_holds[key] += 1
+
+    def _release_share(self, row: int) -> None:
+        d = self.catalog.devices[row]
+        if d.counter_set is None:
+            return
+        key = (d.driver, d.pool, d.counter_set)
+        self._share_holds[key] -= 1
+        if self._share_holds[key] == 0:
+            used = self._counters_used[key]
+            for k, v in d.consumes.items():
+                used[k] -= v
+
+    def _partitioned_cards(self) -> BoolArray:
+        """Engine rows of cards that consume their counter set while partitions of theirs hold counters:
+        no share of them can be granted (the set is not whole)."""
+        blocked = np.zeros(self.engine.cluster.size, dtype=bool)
+        index = self.engine.cluster.uuid_index
+        for row in self._cards_with_counters:
+            d = self.catalog.devices[row]
+            key = (d.driver, d.pool, str(d.counter_set))
+            if self._share_holds[key] == 0 and any(self._counters_used.get(key, {}).values()):
+                where = index.get(self._uuid_of[row])
+                if where is not None:
+                    blocked[where] = True
+        return blocked
 
     def _free_counters(self, row: int) -> None:
         d = self.catalog.devices[row]
@@ -549,6 +611,22 @@ class DraAllocator:
                 narrowed.append(kept)
             if all(narrowed):
                 yield narrowed
+
+
+def _consumption(device: CatalogDevice, sub: SubRequest) -> dict[str, str]:
+    """``consumedCapacity`` of a share: each published capacity of ``device``, by its policy, for ``sub``."""
+    asked: dict[str, Decimal] = {}
+    for key, text in sub.capacity:
+        domain, _, name = key.rpartition("/")
+        asked[f"{domain or device.driver}/{name}"] = q.parse(text, f"{sub.field}.capacity.requests.{key}")
+    out = {}
+    for domain, amounts in sorted(device.capacity.items()):
+        for name, value in sorted(amounts.items()):
+            qualified = f"{domain}/{name}"
+            amount = consumed(value, device.policies.get(qualified), asked.get(qualified))
+            key = name if domain == device.driver else qualified
+            out[key] = quantity_text(amount, binary=name == "memory")
+    return out
 
 
 def _with_uuids(request: ResourceRequest, combo: Sequence[Option]) -> ResourceRequest:

@@ -34,6 +34,7 @@ class CatalogDevice:
     attributes: Attributes
     capacity: dict[str, dict[str, Decimal]]  # domain -> name -> amount
     shareable: bool
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # qualified capacity name -> requestPolicy
     counter_set: str | None = None
     consumes: dict[str, Decimal] = field(default_factory=dict)
 
@@ -109,9 +110,12 @@ def from_slices(objects: Iterable[Mapping[str, Any]]) -> Catalog:
 
 def _device(driver: str, pool: str, node: str, raw: Mapping[str, Any]) -> CatalogDevice:
     capacity: dict[str, dict[str, Decimal]] = {}
+    policies: dict[str, dict[str, Any]] = {}
     for qualified, cap in (raw.get("capacity") or {}).items():
         domain, _, name = qualified.rpartition("/")
         capacity.setdefault(domain or driver, {})[name] = q.parse(cap["value"], f"devices.{raw['name']}.capacity")
+        if cap.get("requestPolicy"):
+            policies[f"{domain or driver}/{name}"] = cap["requestPolicy"]
     consumes = (raw.get("consumesCounters") or [None])[0]
     return CatalogDevice(
         driver=driver,
@@ -121,6 +125,7 @@ def _device(driver: str, pool: str, node: str, raw: Mapping[str, Any]) -> Catalo
         attributes=from_api(raw.get("attributes"), driver),
         capacity=capacity,
         shareable=bool(raw.get("allowMultipleAllocations")),
+        policies=policies,
         counter_set=consumes["counterSet"] if consumes else None,
         consumes={k: q.parse(v["value"]) for k, v in consumes["counters"].items()} if consumes else {},
     )

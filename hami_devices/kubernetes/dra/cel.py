@@ -91,13 +91,16 @@ def _compare(a: Any, b: Any) -> int:
 
 
 def _quantity(text: str) -> dict[str, str]:
-    return quantity_value(q.parse(text, "quantity()"))
+    try:  # Kubernetes' CEL library calls resource.ParseQuantity: no trimming, strings only
+        return quantity_value(q.parse_string(text))
+    except q.QuantityError as exc:
+        raise InvalidRequest("quantity()", f"not a Kubernetes quantity: {text!r} ({exc})") from None
 
 
 def _is_quantity(text: str) -> bool:
     try:
-        q.parse(text)
-    except InvalidRequest:
+        q.parse_string(text)
+    except q.QuantityError:
         return False
     return True
 

@@ -1,9 +1,10 @@
-"""The driver's names: driver, attribute domain, device names (DNS labels), share ids, handle ids."""
+"""The driver's names: driver, attribute domain, device names (DNS labels), share ids (UUIDs), handle ids."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 
 DRIVER = "hami-devices.io"
 """The DRA driver name; also the domain of the driver's own attributes and capacities."""
@@ -42,9 +43,17 @@ def partition_name(parent: str, profile: str, slot: int) -> str:
     return label(f"{parent}-{profile}-{slot}")
 
 
+SHARE_NAMESPACE = uuid.UUID("5f0c8a52-3e1d-4b9a-9d43-7b2f6a0c1e24")
+"""The name space of the driver's share ids (RFC 4122 version 5 UUIDs)."""
+
+
 def share_id(claim_uid: str, request: str, device: str) -> str:
-    """A DNS label unique among the live shares of a device: a digest of the claim, request and device."""
-    return hashlib.sha1(f"{claim_uid}/{request}/{device}".encode()).hexdigest()[:16]
+    """The ``shareID`` of one share of a device: an RFC 4122 UUID in normalized form, as the API requires.
+
+    A name-based (version 5) UUID of the claim, request and device, so an allocation
+    retried for the same claim gets the same id, and two shares never collide.
+    """
+    return str(uuid.uuid5(SHARE_NAMESPACE, f"{claim_uid}/{request}/{device}"))
 
 
 def handle_id(claim_uid: str) -> str:

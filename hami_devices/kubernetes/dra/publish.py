@@ -21,8 +21,10 @@ def publish_inventory(
     node: str | None = None,
     registry: VendorRegistry | None = None,
     generation: int = 0,
+    kubernetes: str | None = None,
 ) -> list[dict[str, Any]]:
-    """DeviceClasses, then the ResourceSlices of every node (or of ``node``), devices completed by their adapters."""
+    """DeviceClasses, then the ResourceSlices of every node (or of ``node``), devices completed by their adapters,
+    cut into slices by the rules of Kubernetes release ``kubernetes`` (default: 1.35 and newer)."""
     from hami_devices.discovery import complete_inventory, load_inventory_for
 
     config = config or HamiConfig()
@@ -36,5 +38,6 @@ def publish_inventory(
     vendors: Sequence[str] = sorted({d.vendor for n in nodes for d in n.devices})
     out = device_classes(vendors)
     for spec in nodes:
-        out.extend(PoolPublisher(spec.name, generation=generation).publish(spec.devices, registry.adapters))
+        publisher = PoolPublisher(spec.name, generation=generation, kubernetes=kubernetes)
+        out.extend(publisher.publish(spec.devices, registry.adapters))
     return out

@@ -8,11 +8,11 @@ own that consume a per-card counter set (KEP-4815): ``memory`` and ``cores`` and
 the vendor places instances on slices (MIG), one counter per memory slice, so two
 overlapping placements can never both be allocated.
 
-A pool is one node's devices.  A card, its counter set and its partitions always share
-a slice (1.34 resolves counters within a slice); cards are packed into slices under the
-API's limits (128 devices, 32 counters, 1024 counter consumptions), and every device is
-checked against the 32 attributes-plus-capacities limit.  ``PoolPublisher`` bumps the
-pool generation whenever what it publishes changes.
+A pool is one node's devices.  How they are cut into slices follows the rules of the
+Kubernetes release served (``packing``): under 1.34 a card, its counter set and its
+partitions share a slice; from 1.35 on a slice holds devices or counter sets, never both.
+Every device is checked against the 32 attributes-plus-capacities limit.
+``PoolPublisher`` bumps the pool generation whenever what it publishes changes.
 """
 
 from __future__ import annotations
@@ -25,16 +25,13 @@ from typing import Any
 
 from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import InvalidRequest
-from hami_devices.kubernetes.dra import names
+from hami_devices.kubernetes.dra import names, packing
 from hami_devices.kubernetes.dra.attributes import Attributes, device_attributes, to_api
 from hami_devices.kubernetes.dra.capacity import Capacity, cores_capacity, memory_capacity
 from hami_devices.models import DeviceInfo, Grant, PartitionProfile, RequestPart
 from hami_devices.rounding import DefaultRule, GrantRule
 
 API_VERSION = "resource.k8s.io/v1"
-MAX_DEVICES = 128
-MAX_COUNTERS = 32
-MAX_CONSUMPTIONS = 1024
 MAX_ATTRIBUTES_AND_CAPACITIES = 32
 
 
@@ -77,6 +74,11 @@ class CardUnit:
     @property
     def consumptions(self) -> int:
         return sum(len(d.consumes) for d in self.devices)
+
+    def counter_set_api(self) -> dict[str, Any]:
+        assert self.counter_set is not None
+        return {"name": self.counter_set,
+                "counters": {k: {"value": _counter_quantity(k, v)} for k, v in self.counters.items()}}
 
 
 def _counter_quantity(name: str, value: int) -> str:
@@ -160,29 +162,10 @@ def _check_limits(device: PublishedDevice) -> None:
             f"devices.{device.name}.attributes",
             f"{entries} attributes and capacities; a device holds at most {MAX_ATTRIBUTES_AND_CAPACITIES}",
         )
-    if len(device.consumes) > MAX_COUNTERS:
-        raise InvalidRequest(f"devices.{device.name}.consumesCounters", f"more than {MAX_COUNTERS} counters")
-
-
-def pack(units: Sequence[CardUnit]) -> list[list[CardUnit]]:
-    """Cards into slices, in order, within the per-slice limits."""
-    slices: list[list[CardUnit]] = []
-    current: list[CardUnit] = []
-    devices = counters = consumptions = 0
-    for unit in units:
-        n, c, k = len(unit.devices), len(unit.counters), unit.consumptions
-        if n > MAX_DEVICES or c > MAX_COUNTERS or k > MAX_CONSUMPTIONS:
-            raise InvalidRequest("devices", f"card {unit.devices[0].name} alone exceeds the ResourceSlice limits")
-        if current and (
-            devices + n > MAX_DEVICES or counters + c > MAX_COUNTERS or consumptions + k > MAX_CONSUMPTIONS
-        ):
-            slices.append(current)
-            current, devices, counters, consumptions = [], 0, 0, 0
-        current.append(unit)
-        devices, counters, consumptions = devices + n, counters + c, consumptions + k
-    if current:
-        slices.append(current)
-    return slices
+    if len(device.consumes) > packing.MAX_COUNTERS_PER_SET:
+        raise InvalidRequest(
+            f"devices.{device.name}.consumesCounters", f"more than {packing.MAX_COUNTERS_PER_SET} counters"
+        )
 
 
 def node_units(infos: Sequence[DeviceInfo], rules: Mapping[str, GrantRule]) -> list[CardUnit]:
@@ -193,27 +176,29 @@ def node_units(infos: Sequence[DeviceInfo], rules: Mapping[str, GrantRule]) -> l
 
 
 def slice_objects(
-    node: str, units: Sequence[CardUnit], generation: int, *, driver: str = names.DRIVER
+    node: str,
+    units: Sequence[CardUnit],
+    generation: int,
+    *,
+    driver: str = names.DRIVER,
+    kubernetes: str = packing.DEFAULT_RELEASE,
 ) -> list[dict[str, Any]]:
-    """The pool's ResourceSlices as API JSON, built and serialised through the client's models."""
+    """The pool's ResourceSlices as API JSON under the rules of release ``kubernetes``, built and serialised
+    through the client's models."""
     from kubernetes.client import ApiClient, V1ResourceSlice
 
-    groups = pack(units)
+    contents = packing.pack(units, kubernetes)
     out = []
-    for i, group in enumerate(groups or [[]]):
+    for i, content in enumerate(contents):
         spec: dict[str, Any] = {
             "driver": driver,
             "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": len(groups or [[]])},
-            "devices": [d.to_api() for unit in group for d in unit.devices],
+            "pool": {"name": node, "generation": generation, "resourceSliceCount": len(contents)},
         }
-        counter_sets = [
-            {"name": u.counter_set, "counters": {k: {"value": _counter_quantity(k, v)} for k, v in u.counters.items()}}
-            for u in group
-            if u.counter_set is not None
-        ]
-        if counter_sets:
-            spec["sharedCounters"] = counter_sets
+        if content.counter_sets:
+            spec["sharedCounters"] = content.counter_sets
+        if content.devices or not content.counter_sets:
+            spec["devices"] = content.devices
         body = {
             "apiVersion": API_VERSION,
             "kind": "ResourceSlice",
@@ -228,10 +213,13 @@ def slice_objects(
 class PoolPublisher:
     """One node's pool over time: the same devices republish the same generation, any change bumps it."""
 
-    def __init__(self, node: str, *, driver: str = names.DRIVER, generation: int = 0) -> None:
+    def __init__(
+        self, node: str, *, driver: str = names.DRIVER, generation: int = 0, kubernetes: str | None = None
+    ) -> None:
         self.node = node
         self.driver = driver
         self.generation = generation
+        self.kubernetes = packing.release(kubernetes)
         self._digest: str | None = None
 
     def publish(self, infos: Sequence[DeviceInfo], rules: Mapping[str, GrantRule]) -> list[dict[str, Any]]:
@@ -241,4 +229,4 @@ class PoolPublisher:
         if digest != self._digest:
             self.generation += 1
             self._digest = digest
-        return slice_objects(self.node, units, self.generation, driver=self.driver)
+        return slice_objects(self.node, units, self.generation, driver=self.driver, kubernetes=self.kubernetes)

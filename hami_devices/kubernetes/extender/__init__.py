@@ -3,17 +3,12 @@
 ``Extender`` holds the verbs (filter, prioritize, preempt, bind) over the engine and
 the durable ledger; ``server.serve`` puts them behind HTTP; ``pods`` reads HAMi's
 resource names and annotations; ``kube`` is the Kubernetes side of binding (the API
-server, or recording test doubles); ``leases`` explains why no node lock can leak.
+server; test doubles that record binds are in ``hami_devices.testing``); ``leases``
+explains why no node lock can leak.
 """
 
 from hami_devices.kubernetes.extender.core import Deadline, Extender
-from hami_devices.kubernetes.extender.kube import (
-    ApiServerBinder,
-    BindFailed,
-    FileRecordingBinder,
-    PodBinder,
-    RecordingBinder,
-)
+from hami_devices.kubernetes.extender.kube import ApiServerBinder, BindFailed, PodBinder
 from hami_devices.kubernetes.extender.pods import PodRef, PodRequest, pod_request
 from hami_devices.kubernetes.extender.preempt import LowestPriorityVictims, VictimSearch
 from hami_devices.kubernetes.extender.server import ExtenderServer, ServerSettings, serve
@@ -24,12 +19,10 @@ __all__ = [
     "Deadline",
     "Extender",
     "ExtenderServer",
-    "FileRecordingBinder",
     "LowestPriorityVictims",
     "PodBinder",
     "PodRef",
     "PodRequest",
-    "RecordingBinder",
     "ServerSettings",
     "VictimSearch",
     "pod_request",

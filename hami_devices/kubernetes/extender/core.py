@@ -4,7 +4,8 @@
   node where the pod fits now, so kube-scheduler keeps its own scoring and affinity;
   each other node gets its reason codes, in ``FailedAndUnresolvableNodes`` when the pod
   could not fit there even with the node empty (preemption would not help).
-- **prioritize** returns the engine's score of each candidate node, scaled to 0..10.
+- **prioritize** returns the engine's score of each candidate node blended with the
+  node's device occupancy in the policy's direction (``scores``), scaled to 0..10.
 - **bind** is the only verb that commits: the engine places the pod on the chosen node,
   ``hd.allocate`` re-checks that placement with the one rule set inside the ledger
   transaction and commits it under an id fixed by the pod's UID, then the
@@ -36,11 +37,11 @@ from hami_devices.device import Device
 from hami_devices.discovery import complete_inventory, discover, load_inventory_for
 from hami_devices.errors import HamiError, InsufficientResources, UnknownAllocation
 from hami_devices.inventory import Inventory
-from hami_devices.kubernetes import quantity as q
 from hami_devices.kubernetes.extender import leases, wire
 from hami_devices.kubernetes.extender.kube import BindFailed, PodBinder
 from hami_devices.kubernetes.extender.pods import PodRef, PodRequest, asks_for_devices, pod_ref, pod_request
 from hami_devices.kubernetes.extender.preempt import LowestPriorityVictims, VictimSearch
+from hami_devices.kubernetes.extender.scores import node_scores, scaled
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceHandle, ResourceRequest
 from hami_devices.registry import load_vendors
@@ -111,7 +112,6 @@ class Extender:
         self.binder = binder
         self.lease_s = lease_s
         self.engine = build_engine(inventory, config, policy=policy, registry=registry)
-        q.parse("0")  # import the Kubernetes client's quantity parser now, not inside the first request
         self.cluster = self.engine.cluster
         self._user_policies = configured_policies(config.scheduler.policy_files, None)
         self._engines: dict[str, Engine] = {self.engine.policy.name: self.engine}
@@ -164,8 +164,10 @@ class Extender:
         with self._state:
             missing = (self.cluster.node_rows(names) < 0).tolist()
             known = list(compress(names, [not m for m in missing])) if any(missing) else names
-            verdict = self._engine(pod.policy).judge_nodes(pod.request, known, scores=True)
-        return wire.priorities(scaled(verdict.scores, args.node_names))
+            engine = self._engine(pod.policy)
+            verdict = engine.judge_nodes(pod.request, known, scores=True)
+            scores = node_scores(self.cluster, engine.weights, verdict.scores)
+        return wire.priorities(scaled(scores, args.node_names))
 
     # ------------------------------------------------------------------ preempt
     def preempt(self, body: Any) -> dict[str, Any]:
@@ -400,27 +402,6 @@ def _pinned(request: ResourceRequest, devices: Sequence[Device]) -> ResourceRequ
         uuids = [u for u in here if u in set(part.uuids)] if part.uuids else here
         parts.append(part.model_copy(update={"uuids": uuids or ["<none on this node>"]}))
     return request.model_copy(update={"parts": parts})
-
-
-def scaled(scores: Mapping[str, float], nodes: Sequence[str]) -> dict[str, int]:
-    """Engine scores (0..100) -> 1..10 over the candidates, best 10; 0 where the pod does not fit.
-
-    Stretched between the lowest and highest candidate so the engine's preference
-    survives the coarse 0..10 scale; equal scores all get their plain tenth.
-    """
-    if not scores:
-        return dict.fromkeys(nodes, wire.MIN_PRIORITY)
-    low, high = min(scores.values()), max(scores.values())
-    out = {}
-    for node in nodes:
-        score = scores.get(node)
-        if score is None:
-            out[node] = wire.MIN_PRIORITY
-        elif high - low > 1e-9:
-            out[node] = 1 + round((wire.MAX_PRIORITY - 1) * (score - low) / (high - low))
-        else:
-            out[node] = max(1, min(wire.MAX_PRIORITY, round(score / 10)))
-    return out
 
 
 def pod_annotations(handle: DeviceHandle, node: str) -> dict[str, str]:

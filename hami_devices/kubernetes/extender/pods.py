@@ -5,7 +5,7 @@ HAMi-compatible resource names (a container's ``limits``, else its ``requests``)
 | Resource | Meaning |
 |---|---|
 | ``nvidia.com/gpu`` | NVIDIA devices (count) |
-| ``nvidia.com/gpumem`` | memory per device: a bare number is MiB (HAMi); a byte quantity (``8Gi``) is converted |
+| ``nvidia.com/gpumem`` | memory per device, a count of MiB (HAMi's unit) |
 | ``nvidia.com/gpumem-percentage`` | memory per device in percent of the device |
 | ``nvidia.com/gpucores`` | compute per device in percent (100 = the device alone) |
 | ``huawei.com/Ascend<MODEL>`` | Ascend devices of that model (``Ascend910B3``, ``Ascend310P`` ...), count |
@@ -14,6 +14,9 @@ HAMi-compatible resource names (a container's ``limits``, else its ``requests``)
 | ``cambricon.com/mlu.smlu.vmemory`` | memory per device in 256 MiB units (HAMi's unit) |
 | ``cambricon.com/mlu.smlu.vcore`` | compute per device in percent |
 
+Every device resource is a count of its unit, whatever suffix carries the number
+(``quantity.count``): Go's client writes 4000 as ``"4k"``, which is 4000 MiB of
+``gpumem``, never 4000 bytes.  Only the container's ``memory`` is bytes.
 A device count without memory takes the whole memory of each device (HAMi's default).
 Each container that asks for devices becomes one part per vendor; the parts of a pod
 are placed together on one node, on distinct devices.  Host CPU and memory are the
@@ -38,7 +41,6 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from hami_devices.errors import InvalidRequest
@@ -57,7 +59,6 @@ ASCEND = re.compile(r"^huawei\.com/(Ascend[0-9A-Za-z]+(?:-[0-9]+)?)(-memory)?$")
 
 POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-scheduler-policy")
 OURS = "hami-devices.io/"
-_BYTE_SUFFIX = re.compile(r"^[0-9.]+(?:[eE][0-9+-]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)$")
 _PREFIXES = ("nvidia.com/", "huawei.com/Ascend", "cambricon.com/")
 
 ModelLookup = Callable[[str], list[str]]
@@ -245,19 +246,14 @@ def _orphans(res: Mapping[str, Any], names: tuple[str, ...], count_name: str, wh
 
 
 def _whole(value: Any, field: str) -> int:
-    amount = _number(value, field)
-    if amount != amount.to_integral_value():
-        raise InvalidRequest(field, f"must be a whole number, got {value!r}")
-    return int(amount)
+    return q.count(value, field)
 
 
-def _number(value: Any, field: str) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise InvalidRequest(field, f"not a quantity: {value!r}")
+def _milli(value: Any, field: str) -> int:
     amount = q.parse(value, field)
     if amount < 0:
         raise InvalidRequest(field, f"must not be negative: {value!r}")
-    return amount
+    return math.ceil(amount * 1000)
 
 
 def _percent(value: Any, field: str) -> int:
@@ -271,10 +267,7 @@ def _percent(value: Any, field: str) -> int:
 
 def _memory(memory: Any, percent: Any, memory_field: str, percent_field: str) -> dict[str, Any]:
     if memory is not None:
-        if isinstance(memory, str) and _BYTE_SUFFIX.match(memory.strip()):
-            mib = q.to_mib(memory, memory_field)
-        else:
-            mib = _whole(memory, memory_field)  # HAMi's unit: MiB
+        mib = _whole(memory, memory_field)  # HAMi's unit: a count of MiB, whatever its suffix
         if mib <= 0:
             raise InvalidRequest(memory_field, "must be positive")
         return {"memory_mib": mib}
@@ -298,7 +291,7 @@ def _host(spec: Mapping[str, Any]) -> tuple[int, int]:
             cpu = requests.get("cpu")
             mem = requests.get("memory")
             out.append((
-                0 if cpu is None else math.ceil(_number(cpu, f"{field}[{i}].resources.requests.cpu") * 1000),
+                0 if cpu is None else _milli(cpu, f"{field}[{i}].resources.requests.cpu"),
                 0 if mem is None else q.to_mib(mem, f"{field}[{i}].resources.requests.memory"),
             ))
         return out
@@ -310,7 +303,7 @@ def _host(spec: Mapping[str, Any]) -> tuple[int, int]:
     overhead = spec.get("overhead") or {}
     if isinstance(overhead, dict):
         if overhead.get("cpu") is not None:
-            cpu += math.ceil(_number(overhead["cpu"], "Pod.spec.overhead.cpu") * 1000)
+            cpu += _milli(overhead["cpu"], "Pod.spec.overhead.cpu")
         if overhead.get("memory") is not None:
             memory += q.to_mib(overhead["memory"], "Pod.spec.overhead.memory")
     return cpu, memory

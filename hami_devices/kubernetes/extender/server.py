@@ -13,9 +13,16 @@ elsewhere.  What a framework would add is done here in a few lines:
 - every verb runs under a per-request deadline: past it the answer is the protocol's
   ``Error`` with 503, except for a bind already writing to the API server, whose
   outcome is awaited (see ``core.Deadline``);
-- malformed JSON or input that does not validate is answered with the protocol's
-  ``Error`` and 400, anything unexpected with 500: never a crash.  ``filter`` answers
-  errors as an ``ExtenderFilterResult``, the other verbs as ``{"Error": ...}``.
+- malformed JSON or input that does not validate is an error (400), anything unexpected
+  too (500): never a crash.
+
+How an error is answered follows what kube-scheduler's client (``HTTPExtender.send``)
+can read: it decodes a body only on HTTP 200, and only ``ExtenderFilterResult`` and
+``ExtenderBindingResult`` have an ``Error`` field.  So ``filter`` and ``bind`` answer
+every error with 200 and the message in ``Error`` (kube-scheduler shows it in the pod's
+events); ``prioritize`` and ``preempt``, whose results have no such field, answer with the
+HTTP status and ``{"Error": ...}`` for a human reading the logs (kube-scheduler reports
+only the status code).  Every error is logged here with its message.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from hami_devices.kubernetes.extender.core import Deadline, Extender
 
 log = logging.getLogger("hami_devices.extender")
 VERBS = ("filter", "prioritize", "preempt", "bind")
+ERROR_FIELD_VERBS = ("filter", "bind")
+"""Verbs whose result type carries ``Error``: their errors are answered with 200 so the client reads them."""
 
 
 @dataclass(frozen=True)
@@ -123,11 +132,11 @@ class _Handler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit():
             self.close_connection = True
-            self._json(411, _error(verb, "a Content-Length is required"))
+            self._error(verb, 411, "a Content-Length is required")
             return
         if int(length) > self.server.settings.max_body:
             self.close_connection = True  # the body is not read: the connection cannot be reused
-            self._json(413, _error(verb, f"request body of {length} bytes exceeds {self.server.settings.max_body}"))
+            self._error(verb, 413, f"request body of {length} bytes exceeds {self.server.settings.max_body}")
             return
         try:
             raw = self.rfile.read(int(length))
@@ -137,12 +146,16 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            self._json(400, _error(verb, f"malformed JSON: {exc}"))
+            self._error(verb, 400, f"malformed JSON: {exc}")
             return
         status, answer = self._run(verb, body)
-        self._json(status, answer)
+        if status == 200:
+            self._json(200, answer)
+        else:
+            self._error(verb, status, answer)
 
     def _run(self, verb: str, body: Any) -> tuple[int, Any]:
+        """(200, the verb's result) or (an error status, the error's message)."""
         extender = self.server.extender
         deadline = Deadline(self.server.settings.timeout_s)
 
@@ -154,21 +167,21 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             future = self.server.pool.submit(work)
         except RuntimeError:  # shutting down
-            return 503, _error(verb, "the extender is shutting down")
+            return 503, "the extender is shutting down"
         try:
             try:
                 return 200, future.result(timeout=deadline.left())
             except FutureTimeout:
                 if deadline.expire():
-                    return 503, _error(verb, f"no answer within {self.server.settings.timeout_s:g}s")
+                    return 503, f"no answer within {self.server.settings.timeout_s:g}s"
                 return 200, future.result()  # a bind past its point of no return: report what happened
         except InvalidRequest as exc:
-            return 400, _error(verb, f"{type(exc).__name__}: {exc}")
+            return 400, f"{type(exc).__name__}: {exc}"
         except HamiError as exc:
-            return 500, _error(verb, f"{type(exc).__name__}: {exc}")
+            return 500, f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             log.exception("%s failed", verb)
-            return 500, _error(verb, f"internal error: {type(exc).__name__}: {exc}")
+            return 500, f"internal error: {type(exc).__name__}: {exc}"
 
     def _drain_or_close(self) -> None:
         length = self.headers.get("Content-Length")
@@ -176,6 +189,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.rfile.read(int(length))
         else:
             self.close_connection = True
+
+    def _error(self, verb: str, status: int, message: str) -> None:
+        log.warning("%s: %s (%d)", verb, message, status)
+        if verb in ERROR_FIELD_VERBS:
+            self._json(200, wire.filter_error(message) if verb == "filter" else wire.binding_result(message))
+        else:
+            self._json(status, {"Error": message})
 
     def _json(self, status: int, obj: Any) -> None:
         self._send(status, json.dumps(obj, separators=(",", ":")).encode(), "application/json")
@@ -191,10 +211,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except OSError:  # the client went away
             self.close_connection = True
-
-
-def _error(verb: str, message: str) -> dict[str, Any]:
-    return wire.filter_error(message) if verb == "filter" else {"Error": message}
 
 
 def serve(extender: Extender, settings: ServerSettings | None = None) -> ExtenderServer:

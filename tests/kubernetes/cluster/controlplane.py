@@ -42,9 +42,9 @@ class ApiError(AssertionError):
 def binaries() -> dict[str, Path]:
     """etcd, kube-apiserver and kube-scheduler, built (or found in the cache)."""
     return {
-        "etcd": gobuild.build(MODULE, "./etcd", prefix=PREFIX),
-        "kube-apiserver": gobuild.build(MODULE, "k8s.io/kubernetes/cmd/kube-apiserver", prefix=PREFIX),
-        "kube-scheduler": gobuild.build(MODULE, "k8s.io/kubernetes/cmd/kube-scheduler", prefix=PREFIX),
+        "etcd": gobuild.build(MODULE, "./etcd", f"etcd-{PREFIX}"),
+        "kube-apiserver": gobuild.build(MODULE, "k8s.io/kubernetes/cmd/kube-apiserver", f"kube-apiserver-{PREFIX}"),
+        "kube-scheduler": gobuild.build(MODULE, "k8s.io/kubernetes/cmd/kube-scheduler", f"kube-scheduler-{PREFIX}"),
     }
 
 

@@ -114,13 +114,9 @@ def _bound(cluster: Cluster, namespace: str, name: str, timeout_s: float = 90) -
                              f"{cluster.control.log_tail('kube-scheduler')}") from None
 
 
-# kube-scheduler sends a pod's quantities in canonical form: 3072 stays "3072", 4000 goes as "4k", which the
-# extender still reads as 4000 bytes (issue 24, item 1). Strict: once the quantity parser is fixed this xpasses,
-# failing the run until the mark is removed.
-_GO_SENDS_4K = pytest.mark.xfail(strict=True, reason="extender reads kube-scheduler's '4k' as bytes (issue 24, item 1)")
-
-
-@pytest.mark.parametrize("memory_mib", ["3072", pytest.param("4000", marks=_GO_SENDS_4K)])
+# kube-scheduler sends a pod's quantities in canonical form: 3072 stays "3072", 4000 goes as "4k"; the extender
+# reads gpumem as a count of MiB whatever its suffix, so both are granted as asked.
+@pytest.mark.parametrize("memory_mib", ["3072", "4000"])
 def test_pod_is_placed_by_the_extender_and_bound_by_apiserverbinder(cluster: Cluster, memory_mib: str) -> None:
     name = f"share-{memory_mib}"
     pod = {

@@ -193,3 +193,15 @@ def test_candidates_reach_the_engine_as_masks_of_exactly_the_matched_devices(all
     assert booked is not None
     for part, request in zip(booked.parts, parsed.requests, strict=True):
         assert part.uuids == allocator._options(parsed, request.alternatives)[0].uuids
+
+
+def test_match_attribute_no_request_pair_shares_is_a_refusal(allocator: DraAllocator) -> None:
+    """Found by the official allocator's corpus: no T4 and A30 share a model, so no value of the constraint
+    exists at all; that is a permanent refusal, not a crash."""
+    disjoint = claim("disjoint", [
+        exactly("a", selectors=('device.attributes["hami-devices.io"].model == "T4"',)),
+        exactly("b", selectors=('device.attributes["hami-devices.io"].model == "A30"',)),
+    ], [{"matchAttribute": "hami-devices.io/model"}])
+    with pytest.raises(InsufficientResources, match=r"hami-devices\.io/model") as refused:
+        allocator.allocate(disjoint)
+    assert refused.value.permanent

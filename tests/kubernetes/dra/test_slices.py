@@ -16,15 +16,15 @@ from hami_devices.errors import InvalidRequest
 from hami_devices.inventory import parse_inventory
 from hami_devices.kubernetes.dra import names
 from hami_devices.kubernetes.dra.capacity import cores_capacity, memory_capacity
-from hami_devices.kubernetes.dra.publish import publish_inventory
-from hami_devices.kubernetes.dra.slices import (
+from hami_devices.kubernetes.dra.packing import (
     MAX_CONSUMPTIONS,
+    MAX_COUNTER_SETS,
     MAX_COUNTERS,
     MAX_DEVICES,
-    PoolPublisher,
-    card_unit,
-    node_units,
+    MAX_DEVICES_CONSUMING,
 )
+from hami_devices.kubernetes.dra.publish import publish_inventory
+from hami_devices.kubernetes.dra.slices import PoolPublisher, card_unit, node_units
 from hami_devices.kubernetes.dra.validate import SCHEMA_VERSION, validate
 from hami_devices.models import Grant, Health, RequestPart
 from hami_devices.registry import VendorRegistry, load_vendors
@@ -45,7 +45,7 @@ def test_every_object_passes_the_1_34_schema(published: list[dict[str, Any]]) ->
 
 
 def test_schema_rejects_what_1_34_does_not_know(published: list[dict[str, Any]]) -> None:
-    bad = _slices(published)[0]
+    bad = next(s for s in _slices(published) if s["spec"].get("devices"))
     bad = {**bad, "spec": {**bad["spec"], "devices": [{**bad["spec"]["devices"][0], "nodeAllocatableResources": []}]}}
     with pytest.raises(InvalidRequest, match="ResourceSlice"):
         validate(bad)
@@ -54,7 +54,8 @@ def test_schema_rejects_what_1_34_does_not_know(published: list[dict[str, Any]])
 def test_one_shareable_device_per_healthy_accelerator(published: list[dict[str, Any]], config: HamiConfig,
                                                       registry: VendorRegistry) -> None:
     inventory = load_inventory_for(INVENTORY, registry, config)
-    shareable = [d for s in _slices(published) for d in s["spec"]["devices"] if d.get("allowMultipleAllocations")]
+    shareable = [d for s in _slices(published) for d in s["spec"].get("devices", [])
+                 if d.get("allowMultipleAllocations")]
     assert len(shareable) == len(inventory.devices())
     uuids = {d["attributes"]["hami-devices.io/uuid"]["string"] for d in shareable}
     assert uuids == {d.uuid for d in inventory.devices()}
@@ -139,19 +140,34 @@ def test_partitions_consume_per_card_counters(published: list[dict[str, Any]]) -
     mig = [s for s in _slices(published) if s["spec"]["pool"]["name"] == "a100-mig"]
     sets = {c["name"]: c["counters"] for s in mig for c in s["spec"].get("sharedCounters", [])}
     assert len(sets) == 4 and all("memory-slice-7" in c for c in sets.values())
-    parts = [d for s in mig for d in s["spec"]["devices"] if "consumesCounters" in d]
+    parts = [d for s in mig for d in s["spec"].get("devices", []) if "hami-devices.io/partition" in d["attributes"]]
     profiles = {d["attributes"]["hami-devices.io/partition"]["string"] for d in parts}
     assert {"1g.5gb", "3g.20gb", "7g.40gb"} <= profiles
     seven = next(d for d in parts if d["attributes"]["hami-devices.io/partition"]["string"] == "7g.40gb")
     slices_used = [k for k in seven["consumesCounters"][0]["counters"] if k.startswith("memory-slice-")]
     assert len(slices_used) == 8
-    for s in mig:  # a card and the counters its partitions consume share a slice
+    for s in mig:  # 1.35 and newer: a slice holds devices or counter sets, never both
+        assert ("devices" in s["spec"]) != ("sharedCounters" in s["spec"])
+    cards = [d for s in mig for d in s["spec"].get("devices", []) if d.get("allowMultipleAllocations")]
+    for card in cards:  # a shared card takes its whole set: shared or partitioned, never both
+        (taken,) = card["consumesCounters"]
+        assert taken["counters"] == sets[taken["counterSet"]]
+    assert {d["consumesCounters"][0]["counterSet"] for d in parts} == set(sets)
+    ascend = [d for s in _slices(published) if s["spec"]["pool"]["name"] == "ascend-b"
+              for d in s["spec"].get("devices", [])]
+    assert any(d["attributes"]["hami-devices.io/partition"]["string"].startswith("vir") for d in ascend
+               if "hami-devices.io/partition" in d["attributes"])
+
+
+def test_kubernetes_1_34_keeps_counters_with_their_devices(config: HamiConfig, registry: VendorRegistry) -> None:
+    objects = publish_inventory(INVENTORY, config, registry=registry, kubernetes="1.34")
+    for s in _slices(objects):  # 1.34 resolves a device's counter set within its own slice
         names_here = {c["name"] for c in s["spec"].get("sharedCounters", [])}
         assert all(d["consumesCounters"][0]["counterSet"] in names_here
                    for d in s["spec"]["devices"] if "consumesCounters" in d)
-    ascend = [d for s in _slices(published) if s["spec"]["pool"]["name"] == "ascend-b" for d in s["spec"]["devices"]]
-    assert any(d["attributes"]["hami-devices.io/partition"]["string"].startswith("vir") for d in ascend
-               if "consumesCounters" in d)
+    assert any(s["spec"].get("sharedCounters") and s["spec"]["devices"] for s in _slices(objects))
+    with pytest.raises(InvalidRequest, match="kubernetes"):
+        publish_inventory(INVENTORY, config, registry=registry, kubernetes="1.33")
 
 
 def test_mig_disabled_publishes_no_mig_partitions() -> None:
@@ -171,19 +187,29 @@ def test_big_nodes_are_split_within_the_limits() -> None:
         ),
         registry,
     )
-    slices = PoolPublisher("big").publish(inventory.devices(), registry.adapters)
-    assert len(slices) > 2
-    for s in slices:
-        validate(s)
-        spec = s["spec"]
-        assert len(spec["devices"]) <= MAX_DEVICES
-        assert sum(len(c["counters"]) for c in spec.get("sharedCounters", [])) <= MAX_COUNTERS
-        consumed = sum(len(c["counters"]) for d in spec["devices"] for c in d.get("consumesCounters", []))
-        assert consumed <= MAX_CONSUMPTIONS
-        assert spec["pool"]["resourceSliceCount"] == len(slices)
-    every = [d["name"] for s in slices for d in s["spec"]["devices"]]
-    assert len(every) == len(set(every))
-    assert all(names.label(n) == n for n in every)
+    for release in ("1.34", "1.35"):
+        slices = PoolPublisher("big", kubernetes=release).publish(inventory.devices(), registry.adapters)
+        assert len(slices) > 2
+        for s in slices:
+            validate(s)
+            spec = s["spec"]
+            devices = spec.get("devices", [])
+            consumed = sum(len(c["counters"]) for d in devices for c in d.get("consumesCounters", []))
+            if release == "1.34":
+                assert len(devices) <= MAX_DEVICES
+                assert sum(len(c["counters"]) for c in spec.get("sharedCounters", [])) <= MAX_COUNTERS
+                assert consumed <= MAX_CONSUMPTIONS
+            else:
+                assert len(devices) <= MAX_DEVICES_CONSUMING and len(spec.get("sharedCounters", [])) <= MAX_COUNTER_SETS
+                assert not (devices and spec.get("sharedCounters"))
+            assert spec["pool"]["resourceSliceCount"] == len(slices)
+        every = [d["name"] for s in slices for d in s["spec"].get("devices", [])]
+        assert len(every) == len(set(every))
+        assert all(names.label(n) == n for n in every)
+
+
+def _devices(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for s in slices for d in s["spec"].get("devices", [])]
 
 
 def test_generation_bumps_on_change_only(config: HamiConfig, registry: VendorRegistry) -> None:
@@ -195,7 +221,7 @@ def test_generation_bumps_on_change_only(config: HamiConfig, registry: VendorReg
     sick = [infos[0].model_copy(update={"health": Health.UNHEALTHY}), *infos[1:]]
     changed = pool.publish(sick, registry.adapters)
     assert changed[0]["spec"]["pool"]["generation"] == 2
-    assert len(changed[0]["spec"]["devices"]) == len(first[0]["spec"]["devices"]) - 1
+    assert len(_devices(changed)) == len(_devices(first)) - 1
 
 
 def test_attribute_limit_is_enforced(config: HamiConfig, registry: VendorRegistry) -> None:

@@ -14,7 +14,8 @@ import yaml
 
 import hami_devices as hd
 from hami_devices.assembly import build_engine
-from hami_devices.kubernetes.extender import Extender, ExtenderServer, RecordingBinder, ServerSettings, serve
+from hami_devices.kubernetes.extender import Extender, ExtenderServer, ServerSettings, serve
+from hami_devices.testing import RecordingBinder
 from tests.conftest import EXAMPLES
 
 GOLDEN = Path(__file__).parent / "golden"

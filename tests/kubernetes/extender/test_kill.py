@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import hami_devices as hd
-from hami_devices.kubernetes.extender import FileRecordingBinder, leases
+from hami_devices.kubernetes.extender import leases
+from hami_devices.testing import FileRecordingBinder
 from tests.kubernetes.extender.conftest import Client, assert_no_overcommit, binding, gpu, pod, small_inventory
 
 

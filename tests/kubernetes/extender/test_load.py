@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 import hami_devices as hd
-from hami_devices.kubernetes.extender import Extender, RecordingBinder, ServerSettings, leases, serve
+from hami_devices.kubernetes.extender import Extender, ServerSettings, leases, serve
+from hami_devices.testing import RecordingBinder
 from tests.kubernetes.extender.conftest import Client, assert_no_overcommit, binding, gpu, pod
 
 NODE_KINDS = [

@@ -33,10 +33,14 @@ def test_memory_forms() -> None:
         return found.request.parts[0].memory_mib, found.request.parts[0].memory_percent
 
     assert memory({"nvidia.com/gpu": 1}) == (None, 100.0)  # HAMi's default: the whole memory
-    assert memory({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "8Gi"}) == (8192, None)
+    # a count of MiB whatever the suffix: Go's client writes 4000 as "4k" (and 8Gi would be 8 Gi MiB, not 8 GiB)
+    assert memory({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "4k"}) == (4000, None)
+    assert memory({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "16Ki"}) == (16384, None)
+    assert memory({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "8Gi"}) == (8 * 2**30, None)
     assert memory({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": "25"}) == (None, 25.0)
     assert memory({"cambricon.com/vmlu": 1, "cambricon.com/mlu.smlu.vmemory": "4"}) == (1024, None)
     assert memory({"huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": "3072"}) == (3072, None)
+    assert memory({"huawei.com/Ascend310P": 1, "huawei.com/Ascend310P-memory": "3k"}) == (3000, None)
 
 
 def test_containers_become_parts_and_init_containers_count_for_host_only() -> None:

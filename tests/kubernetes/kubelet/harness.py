@@ -18,7 +18,7 @@ MODULE = Path(__file__).resolve().parent
 
 
 def build_driver() -> Path:
-    return gobuild.build(MODULE, "./kubeletdriver", prefix="kubelet-k8s-v1.34.4")
+    return gobuild.build(MODULE, "./kubeletdriver", "kubeletdriver-v1.34.4")
 
 
 class PluginProcess:
