@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
         "hami_devices.errors", "hami_devices.models", "hami_devices.config", "hami_devices.yamlfile",
         "hami_devices.extras", "hami_devices.traits", "hami_devices.accounting", "hami_devices.rounding",
         "hami_devices.rules", "hami_devices.plugins", "hami_devices.inventory", "hami_devices.workload",
-        "hami_devices.ledger", "hami_devices.limiter",
+        "hami_devices.ledger", "hami_devices.limiter", "hami_devices.node_identity",
     ),
     (  # 2. vendor adapters and devices
         "hami_devices.isolation", "hami_devices.monitoring", "hami_devices.device", "hami_devices.simulated",
@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("hami_devices",),  # the package facade: the public names of the layers above, for everything below
     (  # 5. consumers
         "hami_devices.queueing", "hami_devices.simulate", "hami_devices.observability", "hami_devices.kubernetes",
-        "hami_devices.integrations",
+        "hami_devices.integrations", "hami_devices.testing",
     ),
     ("hami_devices.cli", "hami_devices.doctor"),  # 6. the command line
 ]

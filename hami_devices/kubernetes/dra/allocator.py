@@ -32,21 +32,19 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from hami_devices import accounting
 from hami_devices.assembly import build_engine
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.errors import InsufficientResources, InvalidRequest, UnknownAllocation
-from hami_devices.kubernetes import quantity as q
 from hami_devices.kubernetes.dra import names
-from hami_devices.kubernetes.dra.catalog import Catalog, CatalogDevice, from_slices, inventory
-from hami_devices.kubernetes.dra.claims import ALL, Claim, Constraint, SubRequest, parse_claim
+from hami_devices.kubernetes.dra.catalog import Catalog, from_slices, inventory
+from hami_devices.kubernetes.dra.claims import Claim, Constraint, parse_claim
 from hami_devices.kubernetes.dra.classes import class_specs, selectors_of
-from hami_devices.kubernetes.dra.consumption import consumed, quantity_text
-from hami_devices.models import Grant, RequestPart, ResourceRequest
+from hami_devices.kubernetes.dra.counters import Counters
+from hami_devices.kubernetes.dra.narrowing import Narrowing, Option, _consumption, _Devices
+from hami_devices.kubernetes.dra.results import grants_of
+from hami_devices.models import ResourceRequest
 from hami_devices.registry import VendorRegistry, load_vendors
-from hami_devices.scheduling.cluster import BoolArray
 from hami_devices.scheduling.engine import Placement
 
 MAX_ATTEMPTS = 128
@@ -57,46 +55,13 @@ FULL_CORES = 100
 
 
 @dataclass
-class Option:
-    """One way to serve one request: a part for the engine and the catalog rows behind its devices.
-
-    The part names no uuids; the engine is told the devices as ``mask`` (a boolean per engine
-    row), which it applies exactly as the uuid list ``uuids``.  ``full_part`` is the part with
-    that list, for what is booked and explained: a thousand-entry list costs more to build and
-    match than the decision itself.
-    """
-
-    sub: SubRequest
-    part: RequestPart
-    rows: dict[str, list[int]]  # device uuid -> catalog rows (the card, or its partition devices of this profile)
-    uuids: list[str]  # sorted(rows)
-    mask: BoolArray
-
-    @property
-    def partition(self) -> str | None:
-        return self.part.partition
-
-    def full_part(self) -> RequestPart:
-        return self.part.model_copy(update={"uuids": list(self.uuids)})
-
-
-@dataclass
-class _Devices:
-    """A set of cards (or of partition devices grouped by card) in the three forms the search reads."""
-
-    rows: dict[str, list[int]]
-    uuids: list[str]
-    mask: BoolArray
-
-
-@dataclass
 class Booked:
     result: dict[str, Any]
     partitions: list[int] = field(default_factory=list)
     shares: list[int] = field(default_factory=list)  # shared cards that consume their counter set
 
 
-class DraAllocator:
+class DraAllocator(Narrowing, Counters):
     """A scheduler's DRA allocator over published ResourceSlices, placing with the engine."""
 
     def __init__(
@@ -343,325 +308,7 @@ class DraAllocator:
         self._claims[claim.uid] = Booked(result, partitions, shares)
         return result
 
-    # ------------------------------------------------------------------ counters
-    def _fits(self, row: int, pending: Sequence[int]) -> bool:
-        d = self.catalog.devices[row]
-        if d.counter_set is None:
-            return True
-        key = (d.driver, d.pool, d.counter_set)
-        total = self.catalog.counters.get(key, {})
-        used = dict(self._counters_used.get(key, {}))
-        for other in pending:
-            o = self.catalog.devices[other]
-            if o.counter_set == d.counter_set and o.pool == d.pool:
-                for k, v in o.consumes.items():
-                    used[k] = used.get(k, Decimal(0)) + v
-        return all(used.get(k, Decimal(0)) + v <= total.get(k, Decimal(0)) for k, v in d.consumes.items())
-
-    def _take_counters(self, row: int) -> None:
-        d = self.catalog.devices[row]
-        self._taken.add(row)
-        if d.counter_set is not None:
-            used = self._counters_used.setdefault((d.driver, d.pool, d.counter_set), {})
-            for k, v in d.consumes.items():
-                used[k] = used.get(k, Decimal(0)) + v
-
-    def _hold_share(self, row: int) -> None:
-        """A share of a card that consumes its counter set takes the set, once while any share lives (as the
-        API's allocator books a shared device's counters): none of its partitions fits meanwhile."""
-        d = self.catalog.devices[row]
-        if d.counter_set is None:
-            return
-        key = (d.driver, d.pool, d.counter_set)
-        if self._share_holds[key] == 0:
-            used = self._counters_used.setdefault(key, {})
-            for k, v in d.consumes.items():
-                used[k] = used.get(k, Decimal(0)) + v
-        self._share_holds[key] += 1
-
-    def _release_share(self, row: int) -> None:
-        d = self.catalog.devices[row]
-        if d.counter_set is None:
-            return
-        key = (d.driver, d.pool, d.counter_set)
-        self._share_holds[key] -= 1
-        if self._share_holds[key] == 0:
-            used = self._counters_used[key]
-            for k, v in d.consumes.items():
-                used[k] -= v
-
-    def _partitioned_cards(self) -> BoolArray:
-        """Engine rows of cards that consume their counter set while partitions of theirs hold counters:
-        no share of them can be granted (the set is not whole)."""
-        blocked = np.zeros(self.engine.cluster.size, dtype=bool)
-        index = self.engine.cluster.uuid_index
-        for row in self._cards_with_counters:
-            d = self.catalog.devices[row]
-            key = (d.driver, d.pool, str(d.counter_set))
-            if self._share_holds[key] == 0 and any(self._counters_used.get(key, {}).values()):
-                where = index.get(self._uuid_of[row])
-                if where is not None:
-                    blocked[where] = True
-        return blocked
-
-    def _free_counters(self, row: int) -> None:
-        d = self.catalog.devices[row]
-        self._taken.discard(row)
-        if d.counter_set is not None:
-            used = self._counters_used[(d.driver, d.pool, d.counter_set)]
-            for k, v in d.consumes.items():
-                used[k] -= v
-
-    # ------------------------------------------------------------------ narrowing
-    def _candidates(self, claim: Claim, sub: SubRequest) -> list[int]:
-        key = (sub.device_class, sub.selectors)
-        rows = self._selected.get(key)
-        if rows is None:
-            rows = self._selected[key] = self._select(claim, sub)
-        return rows
-
-    def _select(self, claim: Claim, sub: SubRequest) -> list[int]:
-        selectors = self.classes.get(sub.device_class)
-        if selectors is None:
-            raise InvalidRequest(
-                f"{sub.field}.deviceClassName", f"claim {claim.label}: no DeviceClass {sub.device_class!r}"
-            )
-        rows = list(self._ours)
-        env = self.catalog.env
-        for expression in selectors:
-            rows = env.select(expression, rows, claim.label, f"{sub.name} (class {sub.device_class})")
-        for expression in sub.selectors:
-            rows = env.select(expression, rows, claim.label, sub.name)
-        return rows
-
-    def _options(self, claim: Claim, alternatives: Sequence[SubRequest]) -> list[Option]:
-        out: list[Option] = []
-        for sub in alternatives:
-            rows = self._candidates(claim, sub)
-            memory, cores, extra = self._capacity(claim, sub)
-            split_key = (sub.device_class, sub.selectors, tuple(sorted(extra.items())))
-            split = self._split.get(split_key)
-            if split is None:
-                kinds = self._kind_of
-                split = self._split[split_key] = (
-                    [r for r in rows if kinds[r] == names.KIND_DEVICE and self._has(r, extra)],
-                    [r for r in rows if kinds[r] == names.KIND_PARTITION],
-                )
-            shares, partition_rows = split
-            if shares:
-                out.extend(self._share_options(sub, split_key, shares, memory, cores))
-            profiles = self._profile_groups(split_key, partition_rows, memory, cores, extra)
-            if profiles and sub.mode == ALL:
-                raise InvalidRequest(f"{sub.field}.allocationMode",
-                                     f"claim {claim.label}: allocationMode All over partition devices is not supported")
-            for profile, group in profiles:
-                part = RequestPart(name=sub.name, count=sub.count, partition=profile)
-                out.append(Option(sub, part, group.rows, group.uuids, group.mask))
-        return out
-
-    def _profile_groups(
-        self, split_key: tuple[Any, ...], rows: list[int], memory: int | None, cores: int, extra: Mapping[str, Decimal]
-    ) -> list[tuple[str, _Devices]]:
-        """The partition devices that hold the request, per profile (smallest first), grouped by card; remembered."""
-        key = (split_key, memory, cores)
-        found = self._profiles.get(key)
-        if found is not None:
-            return found
-        by_profile: dict[str, list[int]] = {}
-        for r in rows:
-            if self._partition_fits(r, memory, cores, extra):
-                by_profile.setdefault(str(self.catalog.devices[r].own("partition")), []).append(r)
-        found = []
-        for profile, prows in sorted(by_profile.items(), key=lambda kv: self._profile_size(kv[1][0])):
-            grouped: dict[str, list[int]] = {}
-            for r in prows:
-                grouped.setdefault(self._uuid_of[r], []).append(r)
-            found.append((profile, self._devices(grouped)))
-        self._profiles[key] = found
-        return found
-
-    def _share_options(
-        self, sub: SubRequest, split_key: tuple[Any, ...], rows: list[int], memory: int | None, cores: int
-    ) -> list[Option]:
-        def part(count: int) -> RequestPart:
-            if memory is not None:
-                return RequestPart(name=sub.name, count=count, memory_mib=memory, cores=cores)
-            percent = min(100.0, 100.0 * self.memory_factor)  # the published default: the whole card
-            return RequestPart(name=sub.name, count=count, memory_percent=percent, cores=cores)
-
-        key = (split_key, sub.mode == ALL)
-        groups = self._shares.get(key)
-        if groups is None:
-            by_uuid = {self._uuid_of[r]: [r] for r in rows}
-            if sub.mode != ALL:
-                groups = [self._devices(by_uuid)]
-            else:
-                nodes: dict[str, list[str]] = {}
-                for r in rows:
-                    nodes.setdefault(self.catalog.devices[r].node, []).append(self._uuid_of[r])
-                ordered = sorted(nodes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-                groups = [self._devices({x: by_uuid[x] for x in u}) for _, u in ordered]
-            self._shares[key] = groups
-        if sub.mode != ALL:
-            return [Option(sub, part(sub.count), g.rows, g.uuids, g.mask) for g in groups]
-        return [Option(sub, part(len(g.uuids)), g.rows, g.uuids, g.mask) for g in groups]
-
-    def _devices(self, rows: dict[str, list[int]]) -> _Devices:
-        uuids = sorted(rows)
-        index = self.engine.cluster.uuid_index
-        mask = np.zeros(self.engine.cluster.size, dtype=bool)
-        mask[[index[u] for u in uuids if u in index]] = True  # as the engine reads a uuid list
-        return _Devices(rows, uuids, mask)
-
-    def _option(self, sub: SubRequest, part: RequestPart, rows: dict[str, list[int]]) -> Option:
-        devices = self._devices(rows)
-        return Option(sub, part, devices.rows, devices.uuids, devices.mask)
-
-    def _attribute(self, row: int, qualified: str) -> str:
-        """``repr`` of a device's attribute (what constraints compare), remembered."""
-        key = (row, qualified)
-        text = self._attribute_text.get(key)
-        if text is None:
-            text = self._attribute_text[key] = repr(self.catalog.devices[row].attribute(qualified))
-        return text
-
-    def _capacity(self, claim: Claim, sub: SubRequest) -> tuple[int | None, int, dict[str, Decimal]]:
-        parsed = self._capacities.get(sub.capacity)
-        if parsed is None:
-            parsed = self._capacities[sub.capacity] = self._parse_capacity(sub)
-        cores = parsed[1]
-        if cores > FULL_CORES:
-            raise InsufficientResources(
-                f"claim {claim.label}: request {sub.name} asks for {cores} cores; a device holds {FULL_CORES}",
-                {f"requests.{sub.name}": []},
-                permanent=True,
-            )
-        return parsed
-
-    @staticmethod
-    def _parse_capacity(sub: SubRequest) -> tuple[int | None, int, dict[str, Decimal]]:
-        memory: int | None = None
-        cores = FULL_CORES
-        extra: dict[str, Decimal] = {}
-        for key, value in sub.capacity:
-            domain, _, name = key.rpartition("/")
-            field_name = f"{sub.field}.capacity.requests.{key}"
-            if domain in ("", names.DOMAIN) and name == "memory":
-                memory = max(1, q.to_mib(value, field_name))
-            elif domain in ("", names.DOMAIN) and name == "cores":
-                cores = max(1, q.to_int(value, field_name))
-            else:
-                extra[key if domain else f"{names.DOMAIN}/{name}"] = q.parse(value, field_name)
-        return memory, cores, extra
-
-    def _has(self, row: int, extra: Mapping[str, Decimal]) -> bool:
-        """A capacity the driver does not share acts as a filter: the device must have at least that much."""
-        d = self.catalog.devices[row]
-        for key, amount in extra.items():
-            domain, _, name = key.rpartition("/")
-            if d.capacity.get(domain, {}).get(name, Decimal(-1)) < amount:
-                return False
-        return True
-
-    def _partition_fits(self, row: int, memory: int | None, cores: int, extra: Mapping[str, Decimal]) -> bool:
-        caps = self.catalog.devices[row].capacity.get(names.DOMAIN, {})
-        have_mem = caps.get("memory", Decimal(0))
-        have_cores = caps.get("cores", Decimal(0))
-        cores_ok = cores == FULL_CORES or have_cores >= cores  # no cores asked: the whole partition
-        return (memory is None or have_mem >= memory * q.MIB) and cores_ok and self._has(row, extra)
-
-    def _profile_size(self, row: int) -> tuple[Decimal, Decimal]:
-        caps = self.catalog.devices[row].capacity.get(names.DOMAIN, {})
-        return caps.get("memory", Decimal(0)), caps.get("cores", Decimal(0))
-
-    def _matched_variants(self, claim: Claim, per_request: list[list[Option]]) -> Iterable[list[list[Option]]]:
-        """The options per request, narrowed to each shared value of every matchAttribute constraint."""
-        matches = [c for c in claim.constraints if c.match]
-        if not matches:
-            yield per_request
-            return
-        value_lists = []
-        for constraint in matches:
-            assert constraint.match is not None
-            counted: dict[str, int] = {}
-            for request, options in zip(claim.requests, per_request, strict=True):
-                if constraint.applies(request.name):
-                    for o in options:
-                        for rows in o.rows.values():
-                            text = self._attribute(rows[0], constraint.match)
-                            if text != "None":  # a device without the attribute matches nothing
-                                counted[text] = counted.get(text, 0) + 1
-            value_lists.append(sorted(counted, key=lambda v: (-counted[v], v)))
-        for values in itertools.product(*value_lists):
-            narrowed = []
-            for request, options in zip(claim.requests, per_request, strict=True):
-                kept = []
-                for o in options:
-                    kept_rows = {
-                        u: rs
-                        for u, rs in o.rows.items()
-                        if all(
-                            not c.applies(request.name) or self._attribute(rs[0], c.match or "") == v
-                            for c, v in zip(matches, values, strict=True)
-                        )
-                    }
-                    if kept_rows:
-                        count = len(kept_rows) if o.sub.mode == ALL else o.part.count
-                        kept.append(self._option(o.sub, o.part.model_copy(update={"count": count}), kept_rows))
-                narrowed.append(kept)
-            if all(narrowed):
-                yield narrowed
-
-
-def _consumption(device: CatalogDevice, sub: SubRequest) -> dict[str, str]:
-    """``consumedCapacity`` of a share: each published capacity of ``device``, by its policy, for ``sub``."""
-    asked: dict[str, Decimal] = {}
-    for key, text in sub.capacity:
-        domain, _, name = key.rpartition("/")
-        asked[f"{domain or device.driver}/{name}"] = q.parse(text, f"{sub.field}.capacity.requests.{key}")
-    out = {}
-    for domain, amounts in sorted(device.capacity.items()):
-        for name, value in sorted(amounts.items()):
-            qualified = f"{domain}/{name}"
-            amount = consumed(value, device.policies.get(qualified), asked.get(qualified))
-            key = name if domain == device.driver else qualified
-            out[key] = quantity_text(amount, binary=name == "memory")
-    return out
-
 
 def _with_uuids(request: ResourceRequest, combo: Sequence[Option]) -> ResourceRequest:
     """The request with each part's uuid list: what the engine's masks stood for."""
     return request.model_copy(update={"parts": [o.full_part() for o in combo]})
-
-
-def grants_of(
-    catalog: Catalog, allocation: Mapping[str, Any], uuid_row: Mapping[str, int]
-) -> tuple[list[Grant], list[int], str]:
-    """The grants an allocation result stands for (request order = part order), its partition rows, its node."""
-    from hami_devices.kubernetes.dra.catalog import device_info
-
-    results = [r for r in (allocation.get("devices") or {}).get("results") or [] if r.get("driver") == names.DRIVER]
-    if not results:
-        raise InvalidRequest("status.allocation.devices.results", f"no device of driver {names.DRIVER}")
-    parts: dict[str, int] = {}
-    grants: list[Grant] = []
-    rows: list[int] = []
-    for i, r in enumerate(results):
-        row = catalog.index.get((r["driver"], r["pool"], r["device"]))
-        if row is None:
-            raise InvalidRequest(f"status.allocation.devices.results[{i}].device",
-                                 f"{r['pool']}/{r['device']} is not published")
-        device = catalog.devices[row]
-        part = parts.setdefault(r["request"].split("/", 1)[0], len(parts))
-        info = device_info(catalog.devices[uuid_row[str(device.own("uuid"))]], None)
-        if device.kind == names.KIND_PARTITION:
-            caps = device.capacity[names.DOMAIN]
-            grants.append(Grant.on(info, part, int(caps["memory"] / q.MIB), int(caps["cores"]),
-                                   partition=str(device.own("partition"))))
-            rows.append(row)
-        else:
-            used = r.get("consumedCapacity") or {}
-            memory = q.to_mib(used.get("memory", "0"), f"results[{i}].consumedCapacity.memory")
-            cores = q.to_int(used.get("cores", str(FULL_CORES)), f"results[{i}].consumedCapacity.cores")
-            grants.append(Grant.on(info, part, memory, cores, exclusive=cores >= FULL_CORES))
-    return grants, rows, grants[0].node

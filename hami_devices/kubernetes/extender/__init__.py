@@ -7,7 +7,8 @@ server; test doubles that record binds are in ``hami_devices.testing``); ``lease
 explains why no node lock can leak.
 """
 
-from hami_devices.kubernetes.extender.core import Deadline, Extender
+from hami_devices.kubernetes.extender.core import Extender
+from hami_devices.kubernetes.extender.deadline import Deadline
 from hami_devices.kubernetes.extender.kube import ApiServerBinder, BindFailed, PodBinder
 from hami_devices.kubernetes.extender.pods import PodRef, PodRequest, pod_request
 from hami_devices.kubernetes.extender.preempt import LowestPriorityVictims, VictimSearch

@@ -38,6 +38,7 @@ from hami_devices.discovery import complete_inventory, discover, load_inventory_
 from hami_devices.errors import HamiError, InsufficientResources, UnknownAllocation
 from hami_devices.inventory import Inventory
 from hami_devices.kubernetes.extender import leases, wire
+from hami_devices.kubernetes.extender.deadline import Deadline
 from hami_devices.kubernetes.extender.kube import BindFailed, PodBinder
 from hami_devices.kubernetes.extender.pods import PodRef, PodRequest, asks_for_devices, pod_ref, pod_request
 from hami_devices.kubernetes.extender.preempt import LowestPriorityVictims, VictimSearch
@@ -52,39 +53,6 @@ from hami_devices.scheduling.policies import configured_policies
 UNKNOWN_NODE = "UnknownNode"
 BIND_ATTEMPTS = 3
 POD_CACHE = 20_000
-
-
-class Deadline:
-    """A request's time limit, and the bind's point of no return.
-
-    ``claim`` (the worker, just before the API write) and ``expire`` (the HTTP side,
-    when time is up) race under a lock: exactly one wins.  A bind that loses
-    releases its allocation and writes nothing; once claimed, the HTTP side waits
-    for the outcome instead of answering "timed out" for a bind that happened.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.at = time.monotonic() + seconds
-        self._lock = threading.Lock()
-        self._state = "open"
-
-    def left(self) -> float:
-        return max(0.0, self.at - time.monotonic())
-
-    def claim(self) -> bool:
-        with self._lock:
-            if self._state == "expired" or time.monotonic() > self.at:
-                self._state = "expired"
-                return False
-            self._state = "claimed"
-            return True
-
-    def expire(self) -> bool:
-        with self._lock:
-            if self._state == "claimed":
-                return False
-            self._state = "expired"
-            return True
 
 
 class Extender:

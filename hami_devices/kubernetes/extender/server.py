@@ -39,7 +39,8 @@ from typing import Any
 
 from hami_devices.errors import HamiError, InvalidRequest
 from hami_devices.kubernetes.extender import wire
-from hami_devices.kubernetes.extender.core import Deadline, Extender
+from hami_devices.kubernetes.extender.core import Extender
+from hami_devices.kubernetes.extender.deadline import Deadline
 
 log = logging.getLogger("hami_devices.extender")
 VERBS = ("filter", "prioritize", "preempt", "bind")
