@@ -32,6 +32,7 @@ from tests.oracles.worlds import requests, worlds
 
 POLICY_FILE = Path(__file__).with_name("data") / "single-scorer-policies.yaml"
 ORACLE_SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None)
+ONE_PART_SETTINGS = settings(max_examples=350, deadline=None, derandomize=True, database=None)
 POLICIES = ["binpack", "spread", "bestfit", "fragmentation-aware", "topology-aware", "latency-aware"]
 CLOSED_FORM = ["binpack", "spread", "only-binpack", "only-spread", "bestfit"]
 
@@ -48,13 +49,24 @@ def describe(world: World, request: hd.ResourceRequest) -> None:
     event(f"most devices in a part: {max((p.count for p in request.parts), default=0)}")
 
 
-@ORACLE_SETTINGS
+@ONE_PART_SETTINGS
 @given(st.data())
 def test_one_part_is_placed_exactly_where_the_rules_allow(data: Any) -> None:
     drawn = data.draw(worlds())
     policy = data.draw(st.sampled_from(POLICIES))
     request = data.draw(requests(drawn.world, max_parts=1))
     judged = judge_decision(drawn.world, engine_for(drawn.cluster(), policy), request, policy)
+    assert judged.all() == []
+    describe(drawn.world, request)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.data())
+def test_partitions_are_granted_as_the_catalog_allows(data: Any) -> None:
+    """Only carved models, profiles taken to their last instance, every part naming a profile or ``auto``."""
+    drawn = data.draw(worlds(carved=True))
+    request = data.draw(requests(drawn.world, max_parts=1, carved=True))
+    judged = judge_decision(drawn.world, engine_for(drawn.cluster(), "binpack"), request, "binpack")
     assert judged.all() == []
     describe(drawn.world, request)
 
@@ -70,11 +82,11 @@ def test_several_parts_get_only_what_the_rules_allow_and_refusals_say_why(data: 
     describe(drawn.world, request)
 
 
-@ORACLE_SETTINGS
-@given(st.data())
-def test_each_closed_form_policy_chooses_an_argmax(data: Any) -> None:
+@pytest.mark.parametrize("policy", CLOSED_FORM)
+@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@given(data=st.data())
+def test_each_closed_form_policy_chooses_an_argmax(policy: str, data: Any) -> None:
     drawn = data.draw(worlds(core_capacity=100))
-    policy = data.draw(st.sampled_from(CLOSED_FORM))
     request = data.draw(requests(drawn.world, max_parts=1, single=policy == "bestfit", constrained=False))
     judged = judge_decision(drawn.world, engine_for(drawn.cluster(), policy), request, policy)
     assert judged.all() == []

@@ -99,7 +99,7 @@ def book(world: World, handle: hd.DeviceHandle, sign: int) -> None:
         host.mem_used += sign * request.host_memory_mib
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@settings(max_examples=50, deadline=None, derandomize=True, database=None)
 @given(st.data())
 def test_allocations_follow_the_configured_capacity_rules(data: Any) -> None:
     inventory, config = data.draw(setups())

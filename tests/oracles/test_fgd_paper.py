@@ -30,7 +30,7 @@ from tests.oracles import placement_rules as rules
 from tests.oracles.placement_rules import Dev, Held, Host, World
 from tests.oracles.worlds import Drawn, Model, free_milli
 
-FGD_SETTINGS = settings(max_examples=120, deadline=None, derandomize=True, database=None)
+FGD_SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None)
 # Memories that are whole thousands of MiB: every share a test asks is a whole number of thousandths.
 FGD_MODELS = (
     Model("nvidia", "T4", 16_000, frozenset({"fp32", "fp16", "int8"})),
@@ -73,15 +73,18 @@ def fgd_worlds(draw: Any, *, hosts_spare: bool = False) -> Drawn:
 
 
 @st.composite
-def mixes(draw: Any, *, constrained: bool = True, host_share: bool = True) -> list[dict[str, Any]]:
+def mixes(draw: Any, world: World, *, constrained: bool = True, host_share: bool = True) -> list[dict[str, Any]]:
+    """Shapes whose needs sit on the world's edges: a device's free share, a host's free CPU and memory."""
+    free = sorted({free_milli(world, d) for d in world.devices} - {0})
     shapes = []
     for _ in range(draw(st.integers(1, 4))):
         num = draw(st.sampled_from([0, 1, 1, 1, 2]))
         shape: dict[str, Any] = {"num-gpu": num, "weight": draw(st.sampled_from([1, 2, 5]))}
-        shape["gpu-milli"] = 1000 if num > 1 else (0 if num == 0 else draw(st.sampled_from([100, 250, 500, 1000])))
+        shape["gpu-milli"] = 1000 if num > 1 else (0 if num == 0 else draw(st.sampled_from([100, 500, 1000, *free])))
         if host_share or num == 0:
-            shape["cpu-milli"] = draw(st.sampled_from([0, 1_000, 8_000]))
-            shape["host-memory-mib"] = draw(st.sampled_from([0, 4_096]))
+            host = draw(st.sampled_from(world.hosts))
+            shape["cpu-milli"] = draw(st.sampled_from([0, 1_000, host.cpu_free]))
+            shape["host-memory-mib"] = draw(st.sampled_from([0, 4_096, host.mem_free]))
         if num and constrained and draw(st.integers(0, 3)) == 0:
             shape["models"] = [draw(st.sampled_from(["T4", "a10", "V-100"]))]
         if num == 1 and draw(st.integers(0, 3)) == 0:  # within the smallest device (test_known_bugs.py)
@@ -132,7 +135,7 @@ def after(world: World, uuid: str, share: rules.Share) -> World:
 @given(st.data())
 def test_each_node_reports_the_papers_fragmentation(data: Any) -> None:
     drawn = data.draw(fgd_worlds())
-    shapes = data.draw(mixes())
+    shapes = data.draw(mixes(drawn.world))
     cluster = drawn.cluster()
     engine = engine_with_mix(cluster, shapes)
     mix = oracle_mix(shapes)
@@ -153,7 +156,7 @@ def fragmentation_score(placement: hd.Placement) -> int:
 def test_the_policy_scores_each_candidate_by_its_rise_and_picks_the_least(data: Any) -> None:
     """Shares asked in equal parts of memory and cores (or a whole device): the rise of F_n is exact."""
     drawn = data.draw(fgd_worlds(hosts_spare=True))
-    shapes = data.draw(mixes(constrained=False, host_share=False))
+    shapes = data.draw(mixes(drawn.world, constrained=False, host_share=False))
     share = data.draw(st.sampled_from([10, 25, 40, 50, 100]))
     part: dict[str, Any] = {"count": 1, "cores": share}
     if share < 100 or data.draw(st.booleans()):

@@ -52,7 +52,8 @@ MODELS = (
         65_536,
         frozenset({"fp32", "bf16", "fp16", "int8"}),
         (),
-        (Profile("vir05_1c_16g", 16_384, 25, 4), Profile("vir10_3c_32g", 32_768, 50, 2)),
+        # vir02 runs out of instances long before memory or cores: the instance count is what binds
+        (Profile("vir02", 2_048, 5, 2), Profile("vir05_1c_16g", 16_384, 25, 4), Profile("vir10_3c_32g", 32_768, 50, 2)),
     ),
     Model("cambricon", "MLU370-X8", 49_152, frozenset({"fp32", "fp16", "bf16", "int8"}), ("MLU370 X8",)),
     Model("acme", "X1", 8_192, None),
@@ -141,19 +142,26 @@ def _held(grants: list[tuple[int, int, bool, str | None]]) -> Held:
     )
 
 
-def _fill(draw: Any, dev: Dev, cap: int, cores_cap: int) -> list[tuple[int, int, bool, str | None]]:
+FILLS = ("empty", "empty", "empty", "empty", "exclusive", "shares", "shares", "full", "partitions", "partitions")
+CARVED_FILLS = ("partitions", "partitions", "partitions", "empty", "shares")
+
+
+def _fill(
+    draw: Any, dev: Dev, cap: int, cores_cap: int, modes: tuple[str, ...] = FILLS
+) -> list[tuple[int, int, bool, str | None]]:
     """Grants on one device that the rules allow, aimed at its limits."""
-    mode = draw(st.sampled_from(["empty"] * 4 + ["exclusive", "shares", "shares", "full", "partitions"]))
+    mode = draw(st.sampled_from(modes))
     if mode == "empty" or dev.split < 1:
         return []
     if mode == "exclusive":
         if cores_cap < 100:
             return []
-        return [(draw(st.sampled_from([0, cap // 2, cap])), 100, True, None)]
+        return [(draw(st.sampled_from([0, 1_024, cap // 2, cap])), 100, True, None)]
     if mode == "partitions" and dev.profiles:
         out: list[tuple[int, int, bool, str | None]] = []
+        one = draw(st.sampled_from([None, *dev.profiles]))  # a profile taken to its last instance, or a mix
         for _ in range(draw(st.integers(1, dev.split))):
-            p = draw(st.sampled_from(dev.profiles))
+            p = one or draw(st.sampled_from(dev.profiles))
             held = _held(out)
             if (
                 held.partitions.count(p.name) < p.max_instances
@@ -179,7 +187,10 @@ def _fill(draw: Any, dev: Dev, cap: int, cores_cap: int) -> list[tuple[int, int,
 
 
 @st.composite
-def worlds(draw: Any, *, max_nodes: int = 4, max_devices: int = 4, core_capacity: int | None = None) -> Drawn:
+def worlds(
+    draw: Any, *, max_nodes: int = 4, max_devices: int = 4, core_capacity: int | None = None, carved: bool = False
+) -> Drawn:
+    """A cluster; ``carved``: only models with a partition catalog, their instances taken to the limits."""
     factor = draw(st.sampled_from(MEMORY_FACTORS))
     cores_cap = core_capacity if core_capacity is not None else draw(st.sampled_from(CORE_CAPACITIES))
     world = World([], [], {}, factor, cores_cap)
@@ -198,7 +209,7 @@ def worlds(draw: Any, *, max_nodes: int = 4, max_devices: int = 4, core_capacity
         drawn.host_use[name] = (cpu_used, mem_used)
         world.hosts.append(host)
         for i in range(draw(st.integers(1, max_devices))):
-            model = draw(st.sampled_from(MODELS))
+            model = draw(st.sampled_from([m for m in MODELS if m.profiles or not carved]))
             aliases = (model.name, *model.aliases) if model.precisions is not None else ()
             dev = Dev(
                 uuid=f"{name}-{model.vendor}-{i}",
@@ -216,7 +227,7 @@ def worlds(draw: Any, *, max_nodes: int = 4, max_devices: int = 4, core_capacity
             )
             world.devices.append(dev)
             drawn.models[dev.uuid] = model
-            grants = _fill(draw, dev, world.memory_capacity(dev), cores_cap)
+            grants = _fill(draw, dev, world.memory_capacity(dev), cores_cap, CARVED_FILLS if carved else FILLS)
             if grants:
                 drawn.grants[dev.uuid] = grants
                 world.held[dev.uuid] = _held(grants)
@@ -233,9 +244,11 @@ def _variant(draw: Any, name: str) -> str:
 
 def _memory(draw: Any, world: World, dev: Dev) -> dict[str, Any]:
     left = world.memory_capacity(dev) - world.usage(dev.uuid).memory_mib
-    kind = draw(st.sampled_from(["none", "none", "mib-edge", "mib", "percent"]))
+    kind = draw(st.sampled_from(["none", "none", "mib-edge", "mib", "mib-small", "percent"]))
     if kind == "none":
         return {}
+    if kind == "mib-small":  # a different share of each model: the policies' scores tell devices apart
+        return {"memory_mib": draw(st.sampled_from([1_024, 4_096, 8_000]))}
     if kind == "percent":
         return {"memory_percent": float(draw(st.sampled_from([1, 10, 25, 50, 75, 99, 100])))}
     if kind == "mib":
@@ -246,11 +259,11 @@ def _memory(draw: Any, world: World, dev: Dev) -> dict[str, Any]:
 def _cores(draw: Any, world: World, dev: Dev) -> int:
     left = world.core_capacity - world.usage(dev.uuid).cores
     edge = min(100, max(0, left + draw(st.sampled_from([-1, 0, 1]))))
-    return int(draw(st.sampled_from([0, 10, 50, 99, 100, 100, edge, edge])))
+    return int(draw(st.sampled_from([0, 0, 10, 50, 99, 100, 100, edge, edge])))
 
 
 @st.composite
-def parts(draw: Any, world: World, *, constrained: bool = True) -> dict[str, Any]:
+def parts(draw: Any, world: World, *, constrained: bool = True, carved: bool = False) -> dict[str, Any]:
     dev = draw(st.sampled_from(world.devices))
     part: dict[str, Any] = {"count": draw(st.sampled_from([1, 1, 1, 2, 3])), "cores": _cores(draw, world, dev)}
     part.update(_memory(draw, world, dev))
@@ -272,10 +285,17 @@ def parts(draw: Any, world: World, *, constrained: bool = True) -> dict[str, Any
         part["models"] = [draw(st.sampled_from(["Z9", "T4", "H100"]))]  # maybe nothing in the cluster
     elif choice == 7:
         part["vendors"] = [draw(st.sampled_from(["nosuch", "acme"]))]
-    if dev.profiles and rarely(draw, 4):
-        part["partition"] = draw(st.sampled_from(["auto", *(p.name for p in dev.profiles), "no-such-profile"]))
-        part["cores"] = min(part["cores"], 60)
-    if constrained and rarely(draw, 5):
+    profiled = [d for d in world.devices if d.profiles]
+    if profiled and (carved or rarely(draw, 3)):
+        target = draw(st.sampled_from(profiled))
+        part["partition"] = draw(st.sampled_from(["auto", *(p.name for p in target.profiles), "no-such-profile"]))
+        aim = draw(st.sampled_from(target.profiles))  # ask about one profile's size, so each can be the one chosen
+        part.pop("memory_mib", None)
+        part.pop("memory_percent", None)
+        if draw(st.booleans()):
+            part["memory_mib"] = aim.memory_mib - draw(st.sampled_from([0, 1]))
+        part["cores"] = draw(st.sampled_from([0, aim.cores, min(100, aim.cores + 1)]))
+    if rarely(draw, 5):  # devices without traits are never refused for it
         part["precision"] = draw(st.sampled_from(PRECISIONS))
     if constrained and rarely(draw, 6):
         part["numa_node"] = draw(st.sampled_from([0, 1]))
@@ -291,19 +311,20 @@ def requests(
     min_parts: int = 1,
     single: bool = False,
     constrained: bool = True,
+    carved: bool = False,
 ) -> hd.ResourceRequest:
     host = {
         "host_cpu_milli": draw(st.sampled_from([0, 0, 0, 1_000, 8_000])),
         "host_memory_mib": draw(st.sampled_from([0, 0, 0, 2_048])),
     }
     if single:
-        part = draw(parts(world, constrained=constrained))
+        part = draw(parts(world, constrained=constrained, carved=carved))
         part["count"] = 1
         return hd.ResourceRequest(task_type="batch", parts=[part], **host)
     if min_parts == 1 and rarely(draw, 16):  # host CPU and memory only
         return hd.ResourceRequest(task_type="batch", host_cpu_milli=max(1, host["host_cpu_milli"]))
     count = draw(st.sampled_from([n for n in (1, 1, 1, 2, 3) if min_parts <= n <= max_parts]))
-    drawn = [draw(parts(world, constrained=constrained)) for _ in range(count)]
+    drawn = [draw(parts(world, constrained=constrained, carved=carved)) for _ in range(count)]
     return hd.ResourceRequest(task_type="batch", parts=drawn, same_node=draw(st.booleans()), **host)
 
 

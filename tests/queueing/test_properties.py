@@ -25,9 +25,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from hami_devices.models import DeviceInfo, RequestPart, ResourceRequest
-from hami_devices.queueing import EventKind, TaskState
-from hami_devices.queueing.events import Event
-from hami_devices.queueing.loop import AdmissionLoop
+from hami_devices.queueing import AdmissionLoop, Event, EventKind, TaskState
 from hami_devices.scheduling import ClusterState
 from tests.oracles import queue_rules as qr
 from tests.oracles.placement_rules import Dev, Host
