@@ -142,7 +142,9 @@ def _held(grants: list[tuple[int, int, bool, str | None]]) -> Held:
     )
 
 
-FILLS = ("empty", "empty", "empty", "empty", "exclusive", "shares", "shares", "full", "partitions", "partitions")
+FILLS = (
+    "empty", "empty", "empty", "empty", "exclusive", "shares", "shares", "quiet", "full", "partitions", "partitions"
+)
 CARVED_FILLS = ("partitions", "partitions", "partitions", "empty", "shares")
 
 
@@ -170,6 +172,8 @@ def _fill(
             ):
                 out.append((p.memory_mib, p.cores, False, p.name))
         return out
+    if mode == "quiet":  # sharers holding memory and no cores: room for cores, none for an exclusive part
+        return [(draw(st.sampled_from([0, 1_024])), 0, False, None) for _ in range(draw(st.integers(1, dev.split)))]
     sharers = draw(st.integers(1, dev.split)) if mode == "shares" else dev.split
     out = []
     memory_left, cores_left = cap, min(cores_cap, 99 * sharers)
