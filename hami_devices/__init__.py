@@ -64,7 +64,7 @@ from hami_devices.workload import load_workload
 
 if TYPE_CHECKING:
     from hami_devices.allocation import allocate, release
-    from hami_devices.assembly import build_engine
+    from hami_devices.assembly import build_engine, configure_engine
     from hami_devices.scheduling import ClusterState, Engine, Placement
 
 __version__ = "0.1.0"
@@ -73,6 +73,7 @@ _ON_FIRST_USE = {
     "allocate": "hami_devices.allocation",
     "release": "hami_devices.allocation",
     "build_engine": "hami_devices.assembly",
+    "configure_engine": "hami_devices.assembly",
     "Engine": "hami_devices.scheduling",
     "ClusterState": "hami_devices.scheduling",
     "Placement": "hami_devices.scheduling",
@@ -177,6 +178,7 @@ __all__ = [
     "__version__",
     "allocate",
     "build_engine",
+    "configure_engine",
     "discover",
     "load_config",
     "load_inventory",

@@ -18,9 +18,9 @@ For a node n and a task shape m of the workload mix:
 
 The node's fragmentation is ``F_n = sum_m p_m * frag_n(m)``; a placement is
 good when ``F_n`` grows least.  The rise for a candidate placement is computed
-by ``native/scheduling/fgd.c`` from the partial sums below (the formulas are
-written out in numpy in ``tests/scheduling/fgd_reference.py``, which the tests
-hold the native kernel to).  A shape without devices has nothing "too
+by ``native/scheduling/fgd.c`` from the partial sums below (the tests hold its
+rises to ``F_n`` after minus ``F_n`` before, computed from the paper's
+definition in ``tests/oracles/fgd_paper.py``).  A shape without devices has nothing "too
 small" on any device; with ``cpu_only_all_idle`` (the published simulator's
 convention) it counts all of a node's idle share as fragmented.
 """

@@ -6,7 +6,7 @@ each slot (``[N, G, S]``), and FGD's partial sums per node.  After a decision
 only the nodes whose ``ClusterState.node_version`` moved are recomputed.  The
 rise of F_n for each candidate is computed by a small native kernel
 (``native/scheduling/fgd.c``, the arithmetic of ``fgd.frag`` per device and
-shape, held identical to the numpy formulas by tests): one pass over
+shape, held by tests to FGD's definition computed from scratch): one pass over
 candidates x shapes, no per-decision temporaries.  The layout is rebuilt when
 devices come or go, everything when the mix changes.
 """

@@ -3,44 +3,80 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from hami_devices.assembly import build_engine
 from hami_devices.errors import InvalidConfig
-from hami_devices.models import ResourceRequest
+from hami_devices.models import Grant, ResourceRequest
 from hami_devices.scheduling import fgd
+from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine
 from hami_devices.scheduling.fragindex import FragmentationIndex
 from hami_devices.scheduling.fragmentation import fragmentation
 from hami_devices.scheduling.mix import OnlineMix, declared_mix, shapes_of
+from tests.oracles import fgd_paper
+from tests.oracles.placement_rules import model_key
 
-from . import fgd_reference
-from .conftest import ClusterFactory
-
-NEVER = fgd.NEVER
-
-
-def _need(mix: fgd.WorkloadMix, mem_cap: list[int]) -> np.ndarray:
-    caps = np.array([mem_cap], dtype=np.int64)
-    return np.stack([s.need_on(caps) for s in mix.shapes], axis=-1)
+from .conftest import ClusterFactory, devices
 
 
-def test_host_memory_counts_as_fragmentation() -> None:
-    mix = fgd.WorkloadMix((fgd.Shape(1000, 1000, 1, None, 1.0, mem_mib=4096),))
-    free = np.array([[1000, 1000]], dtype=np.int64)
-    t = fgd.terms(free, _need(mix, [16_000, 16_000]))
-    cpu = np.array([8000], dtype=np.int64)
-    assert fgd.frag(t.count_ge, t.small, t.total, cpu, np.array([8192]), mix).tolist() == [0.0]
-    # With 2 GiB of host memory left no shape fits: both idle GPUs are fragmented.
-    assert fgd.frag(t.count_ge, t.small, t.total, cpu, np.array([2048]), mix).tolist() == [2000.0]
-    # Taking one GPU with a task that leaves too little memory strands the other one.
-    base = fgd.frag(t.count_ge, t.small, t.total, cpu, np.array([6144]), mix)
-    need = _need(mix, [16_000, 16_000])
-    delta = fgd_reference.whole_deltas(free, need, t, base, 1, cpu, np.array([6144]), 1000, 4096, mix)
-    assert delta.tolist() == [1000.0]
+def _gpus(cluster: ClusterState, node: str) -> list[fgd_paper.Gpu]:
+    """The node's devices as FGD sees them, from what their allocations hold (memory factor 1, 100 cores)."""
+    out = []
+    for row in cluster.rows_of(node):
+        info = cluster.info(row)
+        held = cluster.usage_of(info.uuid)
+        free = 0 if held.exclusive or not info.healthy else min(
+            1000, math.floor(1000 * min(Fraction(info.memory_mib - held.memory_mib, info.memory_mib),
+                                        Fraction(100 - held.cores, 100)))
+        )
+        names = {model_key(info.model)}
+        if info.traits is not None:
+            names |= {model_key(n) for n in (info.traits.model, *info.traits.aliases)}
+        out.append(fgd_paper.Gpu(max(free, 0), frozenset(names), info.memory_mib))
+    return out
+
+
+def _oracle_mix(shapes: list[dict[str, Any]]) -> list[fgd_paper.TaskShape]:
+    return [
+        fgd_paper.TaskShape(
+            cpu_milli=s.get("cpu_milli", 0), gpu_milli=s.get("gpu_milli", 0), num_gpu=s.get("num_gpu", 0),
+            weight=float(s.get("weight", 1.0)), host_memory_mib=s.get("host_memory_mib", 0),
+            gpu_mem_mib=s.get("gpu_mem_mib", 0),
+            models=frozenset(model_key(m) for m in s["models"]) if s.get("models") else None,
+        )
+        for s in shapes
+    ]
+
+
+def _fragmentation(gpus: list[fgd_paper.Gpu], cpu: int, mem: int, mix: list[fgd_paper.TaskShape]) -> float:
+    return fgd_paper.node_fragmentation(gpus, cpu, mem, mix)
+
+
+def test_host_memory_counts_as_fragmentation(make_cluster: ClusterFactory) -> None:
+    """One shape: a whole GPU, 1 core and 4 GiB of host memory (expected values from FGD's definition)."""
+    shapes = [{"cpu_milli": 1000, "gpu_milli": 1000, "num_gpu": 1, "host_memory_mib": 4096}]
+    mix, paper = declared_mix(shapes), _oracle_mix(shapes)
+    two_idle = [fgd_paper.Gpu(1000), fgd_paper.Gpu(1000)]
+    assert _fragmentation(two_idle, 8000, 8192, paper) == 0.0
+    # With 2 GiB of host memory left the shape cannot run: both idle GPUs are fragmented.
+    assert _fragmentation(two_idle, 8000, 2048, paper) == 2000.0
+    cluster = make_cluster(("a", "nvidia", "T4", 2), cpu=8000, mem=6144)
+    index = FragmentationIndex(cluster, mix)
+    index.sync()
+    node = np.array([cluster.node_row("a")])
+    assert index.node_fragmentation()[node].tolist() == [_fragmentation(_gpus(cluster, "a"), 8000, 6144, paper)]
+    # Taking one GPU with a task that leaves 2 GiB strands the other one: F_n rises by a whole GPU.
+    rise = _fragmentation([fgd_paper.Gpu(0), fgd_paper.Gpu(1000)], 7000, 2048, paper) - _fragmentation(
+        two_idle, 8000, 6144, paper
+    )
+    assert rise == 1000.0
+    assert index.whole_deltas(node, 1, 1000, 4096).tolist() == [rise]
 
 
 def test_a_shape_given_in_mib_needs_a_different_share_of_each_device() -> None:
@@ -48,18 +84,24 @@ def test_a_shape_given_in_mib_needs_a_different_share_of_each_device() -> None:
     assert shape.need_on(np.array([16_000, 80_000, 4_000])).tolist() == [500, 100, 1000]
 
 
-def test_a_slot_a_shape_does_not_accept_is_fragmented_for_it() -> None:
-    mix = fgd.WorkloadMix((fgd.Shape(0, 500, 1, None, 1.0),))
-    free = np.array([[1000, 800]], dtype=np.int64)
-    need = np.array([[[500], [NEVER]]], dtype=np.int64)  # the second slot's model is not accepted
-    t = fgd.terms(free, need)
-    assert (t.count_ge.tolist(), t.small.tolist()) == ([[1]], [[800]])
-    cpu, mem = np.array([1000]), np.array([1000])
-    assert fgd.frag(t.count_ge, t.small, t.total, cpu, mem, mix).tolist() == [800.0]
-    # Half of the accepted slot goes: the shape still fits there, and nothing new is fragmented.
-    take = np.array([[500, 0]])
-    base = fgd.frag(t.count_ge, t.small, t.total, cpu, mem, mix)
-    assert fgd_reference.share_deltas(free, need, t, base, take, cpu, mem, 0, 0, mix).tolist() == [[0.0, 0.0]]
+def test_a_slot_a_shape_does_not_accept_is_fragmented_for_it(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(("a", "nvidia", "T4", 1))
+    cluster.add_device("a", devices("a", "nvidia", "A10", 1)[0])
+    a10 = cluster.infos[cluster.rows_of("a")[1]]
+    assert a10 is not None
+    cluster.assume("a", [Grant.on(a10, 0, a10.memory_mib // 5, 20)])  # 800 thousandths left
+    shapes = [{"gpu_milli": 500, "num_gpu": 1, "models": ["T4"]}]
+    index = FragmentationIndex(cluster, declared_mix(shapes))
+    index.sync()
+    gpus, paper = _gpus(cluster, "a"), _oracle_mix(shapes)
+    assert [g.free for g in gpus] == [1000, 800]
+    node = cluster.node_row("a")
+    assert index.node_fragmentation()[node] == _fragmentation(gpus, 64_000, 262_144, paper) == 800.0
+    # Half of the accepted T4 goes: the shape still fits there, and nothing new is fragmented.
+    after = [fgd_paper.Gpu(500, gpus[0].names, gpus[0].memory_capacity), gpus[1]]
+    rise = _fragmentation(after, 64_000, 262_144, paper) - _fragmentation(gpus, 64_000, 262_144, paper)
+    t4 = np.array(cluster.rows_of("a")[:1])
+    assert index.share_deltas(t4, np.array([500]), 0, 0).tolist() == [rise] == [0.0]
 
 
 def test_the_index_follows_the_cluster_and_counts_stranded_share(make_cluster: ClusterFactory) -> None:
@@ -143,7 +185,8 @@ def test_request_shapes_and_declared_mixes() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_native_kernel_is_the_numpy_formulas(make_cluster: ClusterFactory, seed: int) -> None:
+def test_the_native_kernel_rises_are_the_papers(make_cluster: ClusterFactory, seed: int) -> None:
+    """Each rise the kernel reports is F_n after minus F_n before, both from FGD's definition."""
     rng = np.random.default_rng(seed)
     cluster = make_cluster(
         ("a", "nvidia", "T4", 4), ("b", "nvidia", "A100-80GB", 8), ("c", "ascend", "910B3", 2), cpu=32_000, mem=65_536
@@ -158,31 +201,31 @@ def test_the_native_kernel_is_the_numpy_formulas(make_cluster: ClusterFactory, s
          "models": ["T4"] if k == 3 else None, "weight": float(k + 1)}
         for k in range(6)
     ]
-    mix = declared_mix(shapes)
-    index = FragmentationIndex(cluster, mix)
+    paper = _oracle_mix(shapes)
+    index = FragmentationIndex(cluster, declared_mix(shapes))
     index.sync()
-    rows = cluster.live_rows()
-    nodes = cluster.node[rows]
-    take = rng.integers(1, 1001, rows.size)
     cpu, mem = int(rng.integers(0, 9)) * 1000, int(rng.integers(0, 5)) * 4096
-    got = index.share_deltas(rows, take, cpu, mem)
-    for k, row in enumerate(rows.tolist()):
-        n = np.array([nodes[k]])
-        per_slot = np.zeros((1, index.slots.shape[1]), dtype=np.int64)
-        per_slot[0, index.slot_of[row]] = take[k]
-        t = fgd.FragTerms(index.terms.count_ge[n], index.terms.small[n], index.terms.total[n])
-        want = fgd_reference.share_deltas(
-            index.free[n], index.need[n], t, index.base[n], per_slot, cluster.node_cpu_free[n],
-            cluster.node_mem_free[n], cpu, mem, mix,
-        )[0, index.slot_of[row]]
-        assert got[k] == pytest.approx(want) or (np.isinf(got[k]) and np.isinf(want))
-    all_nodes = np.arange(len(cluster.node_names))
-    for count in range(4):
-        t = fgd.FragTerms(index.terms.count_ge, index.terms.small, index.terms.total)
-        want_whole = fgd_reference.whole_deltas(
-            index.free, index.need, t, index.base, count, cluster.node_cpu_free, cluster.node_mem_free, cpu, mem, mix
-        )
-        assert np.allclose(index.whole_deltas(all_nodes, count, cpu, mem), want_whole)
+    for name in cluster.nodes:
+        gpus = _gpus(cluster, name)
+        node = cluster.node_row(name)
+        cpu_free, mem_free = int(cluster.node_cpu_free[node]), int(cluster.node_mem_free[node])
+        before = _fragmentation(gpus, cpu_free, mem_free, paper)
+        assert index.node_fragmentation()[node] == pytest.approx(before)
+        rows = np.array(cluster.rows_of(name))
+        take = rng.integers(1, 1001, rows.size)
+        got = index.share_deltas(rows, take, cpu, mem)
+        for k, gpu in enumerate(gpus):
+            if gpu.free < take[k]:
+                assert np.isinf(got[k])
+                continue
+            after = [*gpus[:k], fgd_paper.Gpu(gpu.free - int(take[k]), gpu.names, gpu.memory_capacity), *gpus[k + 1 :]]
+            assert got[k] == pytest.approx(_fragmentation(after, cpu_free - cpu, mem_free - mem, paper) - before)
+        whole = [k for k, g in enumerate(gpus) if g.free >= 1000]
+        for count in range(len(whole) + 1):  # the first ``count`` entirely free devices go, with the host share
+            taken = set(whole[:count])
+            after = [fgd_paper.Gpu(0, g.names, g.memory_capacity) if k in taken else g for k, g in enumerate(gpus)]
+            rise = _fragmentation(after, cpu_free - cpu, mem_free - mem, paper) - before
+            assert index.whole_deltas(np.array([node]), count, cpu, mem).tolist() == pytest.approx([rise])
 
 
 def test_the_configuration_declares_or_continues_a_mix(tmp_path: Path, example_inventory: Path) -> None:
