@@ -23,6 +23,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "kubernetes_validate": "kubernetes",
     "cel": "kubernetes",
     "ray": "ray",
+    "highspy": "bound",
 }
 
 
