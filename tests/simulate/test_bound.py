@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from hami_devices.errors import InvalidRequest
+from hami_devices.simulate.bound.admission import admission_bound
 from hami_devices.simulate.bound.check import granted_milli
 from hami_devices.simulate.bound.configlp import config_bound
 from hami_devices.simulate.bound.instance import arrived_at_metric, build_instance, instance_for
@@ -149,3 +150,72 @@ def test_instance_stops_where_the_replay_reads_the_metric(tmp_path: Path) -> Non
     inst = instance_for(nodes, pods, 42)
     assert inst.arrived_milli == sum(asked)
     assert sum(c.count for c in inst.classes) == sum(1 for p in arrivals if pods.num_gpu[p] > 0)
+
+
+def best_compliant(nodes: list[Node], tasks: list[Task]) -> int:
+    """The most thousandths granted by any run that places, in order, every task that fits somewhere
+    (every choice of where tried; a task is left out only when it fits nowhere)."""
+
+    def fits(state: tuple[list[int], list[int], list[list[int]]], n: int, devs: tuple[int, ...], task: Task) -> bool:
+        cpu_used, mem_used, load = state
+        cpu, mem, num, milli, _ = task
+        share = milli if num == 1 and milli < 1000 else 1000
+        if cpu_used[n] + cpu > nodes[n][0] or mem_used[n] + mem > nodes[n][1]:
+            return False
+        return all(load[n][g] == 0 if share == 1000 else load[n][g] + share <= 1000 for g in devs)
+
+    def run(k: int, state: tuple[list[int], list[int], list[list[int]]]) -> int:
+        if k == len(tasks):
+            return 0
+        task = tasks[k]
+        cpu, mem, num, milli, spec = task
+        share = milli if num == 1 and milli < 1000 else 1000
+        choices = [(n, devs) for n, (_, _, gpus, model) in enumerate(nodes)
+                   if num > 0 and not (spec and model not in spec.split("|"))
+                   for devs in itertools.combinations(range(gpus), num) if fits(state, n, devs, task)]
+        if not choices:
+            return run(k + 1, state)
+        best = 0
+        for n, devs in choices:
+            cpu_used, mem_used, load = state
+            nxt = ([*cpu_used], [*mem_used], [[*row] for row in load])
+            nxt[0][n] += cpu
+            nxt[1][n] += mem
+            for g in devs:
+                nxt[2][n][g] += share if share < 1000 else 1000
+            best = max(best, share * num + run(k + 1, nxt))
+        return best
+
+    return run(0, ([0] * len(nodes), [0] * len(nodes), [[0] * n[2] for n in nodes]))
+
+
+def test_admission_bound_holds_the_rule_a_plain_bound_does_not() -> None:
+    # A light 810 arrives before a whole-device task on one device: under the rule the 810 is placed
+    # (it fits), so the whole-device task finds nothing; leaving the 810 out would grant 1000.
+    nodes = [(8000, 8192, 1, "T4")]
+    tasks = [(1000, 1024, 1, 810, ""), (4000, 4096, 1, 1000, "")]
+    assert brute_force(nodes, tasks) == 1000
+    assert best_compliant(nodes, tasks) == 810
+    trace_nodes, pods = _trace(nodes, tasks)
+    inst = build_instance(trace_nodes, pods, [0, 1])
+    assert config_bound(inst, gap_milli=1e-6).upper_milli == pytest.approx(1000)
+    assert admission_bound(inst, cuts_from_end=(0,)).upper_milli == pytest.approx(810)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_admission_bound_never_below_a_compliant_run(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    nodes = [(rng.choice([4000, 8000]), 16384, rng.choice([1, 2]), "T4") for _ in range(2)]
+    tasks: list[Task] = []
+    for _ in range(rng.randint(4, 6)):
+        num = rng.choice([1, 1, 1, 2])
+        milli = rng.choice([300, 470, 810, 810, 1000]) if num == 1 else 1000
+        tasks.append((rng.choice([1000, 2000, 3000]), rng.choice([1024, 4096]), num, milli, ""))
+    if not any(t[2] == 1 and t[3] < 1000 for t in tasks):
+        tasks.append((1000, 1024, 1, 810, ""))
+    compliant = best_compliant(nodes, tasks)
+    trace_nodes, pods = _trace(nodes, tasks)
+    inst = build_instance(trace_nodes, pods, list(range(len(tasks))))
+    bound = admission_bound(inst, cuts_from_end=(0, 1, 2))
+    assert bound.upper_milli >= compliant - 1e-6
+    assert bound.upper_milli <= config_bound(inst, gap_milli=1e-6).upper_milli + 1e-6

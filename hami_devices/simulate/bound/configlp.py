@@ -42,6 +42,8 @@ from hami_devices.extras import require
 from hami_devices.simulate.bound.instance import MILLI, Instance
 from hami_devices.simulate.bound.pricing import DevicePattern, NodePricer, Pattern, best_device, new_model
 
+ELASTIC = 1e6  # per task of a required class left out, in the LP that finds prices (never in the bound)
+
 
 @dataclass
 class ConfigBound:
@@ -83,12 +85,17 @@ class Master:
         upper[self.row_device : self.row_device + t_count] = [t.gpus * t.count for t in types]
         self.h = new_model()
         inf = self.highspy.kHighsInf
+        self.required = np.array([c.required for c in classes], dtype=bool)
+        lower = np.full(next_row, -inf)
+        lower[t_count : t_count + s_count][self.required] = upper[t_count : t_count + s_count][self.required]
         empty = np.zeros(0, np.int32)
-        self.h.addRows(next_row, np.full(next_row, -inf), upper, 0, empty, empty, np.zeros(0))
+        self.h.addRows(next_row, lower, upper, 0, empty, empty, np.zeros(0))
+        for s in np.flatnonzero(self.required):  # elastic: a shortfall costs more than any task is worth
+            self.h.addCol(ELASTIC, 0.0, inf, 1, np.array([t_count + s], dtype=np.int32), np.array([1.0]))
         self.rows = next_row
         self.patterns: list[Pattern] = []
         self.devices: list[DevicePattern] = []
-        self._columns: list[str] = []  # "n" or "d", in column order
+        self._columns: list[str] = ["e"] * int(self.required.sum())  # "e" elastic, "n" node or "d" device
 
     def add(self, pattern: Pattern) -> None:
         inst, t = self.instance, pattern.node_type
@@ -118,12 +125,16 @@ class Master:
         self.h.addCol(cost, 0.0, self.highspy.kHighsInf, idx.size, idx, np.array([keep[int(r)] for r in idx]))
 
     def solve(self) -> tuple[float, np.ndarray, np.ndarray]:
-        """LP value, usage per node pattern, and the row prices (>= 0)."""
-        if not self._columns:
+        """LP value, usage per node pattern, and the row prices (>= 0, but for the rows of required classes:
+        equalities, whose prices may have either sign)."""
+        if not self.patterns and not self.devices:
             return 0.0, np.zeros(0), np.zeros(self.rows)
         self.h.run()
         sol = self.h.getSolution()
-        prices = np.maximum(-np.asarray(sol.row_dual), 0.0)  # a <= row of a minimisation has a dual <= 0
+        prices = -np.asarray(sol.row_dual)  # a <= row of a minimisation has a dual <= 0
+        free_sign = np.zeros(self.rows, dtype=bool)
+        free_sign[self.row_class : self.row_class + self.required.size] = self.required
+        prices = np.where(free_sign, prices, np.maximum(prices, 0.0))
         value = -float(self.h.getInfo().objective_function_value)
         col = np.asarray(sol.col_value)
         usage = np.array([v for v, kind in zip(col, self._columns, strict=True) if kind == "n"])

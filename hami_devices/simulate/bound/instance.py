@@ -32,6 +32,7 @@ class TaskClass:
     milli: int  # per device: under 1000 only for a sharing task (num_gpu 1)
     models: frozenset[str] | None  # accepted models; None: any
     tasks: tuple[int, ...]  # arrival positions (indices into ``Instance.pods``)
+    required: bool = False  # every task of the class must be placed (``admission``)
 
     @property
     def count(self) -> int:
