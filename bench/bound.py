@@ -7,6 +7,8 @@ offline (``hami_devices.simulate.bound``, the ``[bound]`` extra):
 
 * ``bound``: no placement of those tasks, even one that knows them all, leaves less GPU share
   unallocated (a configuration LP by column generation, certified by Lagrangian duality);
+* ``admission_bound`` (with ``--admission``): the same for schedulers that must place every task that fits
+  when it arrives, as the protocol's do (``simulate.bound.admission``; a dozen LPs a seed);
 * ``offline``: a placement that does (the LP's patterns made whole, rounded by a MIP, topped up best-fit),
   held to the trace by an independent checker.
 
@@ -15,6 +17,7 @@ offline (``hami_devices.simulate.bound``, the ``[bound]`` extra):
 ``gap_closed = (fgd_published - online) / (fgd_published - bound)``.  Prints one JSON object.
 
     python bench/bound.py [--traces DIR] [--only TRACE ...] [--seeds 42-51] [--bound-seeds 42] [--jobs 1]
+                          [--admission] [--skip-online]
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ sys.path.insert(0, str(BENCH))
 
 from placement import HEADLINE, PUBLISHED, _one, _seeds  # noqa: E402
 
+from hami_devices.simulate.bound.admission import admission_bound  # noqa: E402
 from hami_devices.simulate.bound.check import granted_milli  # noqa: E402
 from hami_devices.simulate.bound.configlp import config_bound  # noqa: E402
 from hami_devices.simulate.bound.instance import instance_for  # noqa: E402
@@ -44,14 +48,14 @@ from hami_devices.simulate.bound.packing import offline_packing  # noqa: E402
 from hami_devices.simulate.sample import NODE_FILE, trace_folder  # noqa: E402
 from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
 
-Job = tuple[str, str, str, int]  # kind ("online" or "bound"), nodes csv, pods csv, seed
+Job = tuple[str, str, str, int, bool]  # kind ("online" or "bound"), nodes csv, pods csv, seed, admission bound too
 
 
 def _trace_name(pods_csv: str) -> str:
     return Path(pods_csv).stem.removeprefix("openb_pod_list_")
 
 
-def _bound(nodes_csv: str, pods_csv: str, seed: int) -> dict[str, object]:
+def _bound(nodes_csv: str, pods_csv: str, seed: int, admission: bool) -> dict[str, object]:
     nodes, pods = load_nodes(nodes_csv), load_pods(pods_csv)
     instance = instance_for(nodes, pods, seed)
     bound = config_bound(instance)
@@ -59,9 +63,14 @@ def _bound(nodes_csv: str, pods_csv: str, seed: int) -> dict[str, object]:
     checked = granted_milli(nodes, pods, list(instance.pods), packing.placed)  # raises on any breach
     if checked != packing.allocated_milli:
         raise RuntimeError(f"{pods_csv} seed {seed}: the packing claims {packing.allocated_milli}, grants {checked}")
+    extra: dict[str, object] = {}
+    if admission:
+        ruled = admission_bound(instance, plain_milli=bound.upper_milli)
+        extra = {"admission_bound": ruled.bound_pct, "admission_solve_s": ruled.solve_s}
     return {
         "seed": seed,
         "bound": bound.bound_pct,
+        **extra,
         "offline": instance.unallocated_pct(checked),
         "lp_rounds": bound.rounds,
         "bound_solve_s": bound.solve_s,
@@ -79,11 +88,11 @@ def _quiet_worker() -> None:
 
 
 def _job(job: Job) -> dict[str, object]:
-    kind, nodes_csv, pods_csv, seed = job
+    kind, nodes_csv, pods_csv, seed, admission = job
     if kind == "online":
         policy, mix = HEADLINE.split(":")
         return {"kind": kind, **_one((nodes_csv, pods_csv, policy, mix, seed))}
-    return {"kind": kind, "trace": _trace_name(pods_csv), **_bound(nodes_csv, pods_csv, seed)}
+    return {"kind": kind, "trace": _trace_name(pods_csv), **_bound(nodes_csv, pods_csv, seed, admission)}
 
 
 def _mean(rows: list[dict[str, object]], key: str) -> float:
@@ -98,15 +107,17 @@ def main() -> None:
     parser.add_argument("--bound-seeds", default="42", help="seeds whose arrivals are bounded and packed offline")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--skip-online", action="store_true", help="the bound and the offline packing only")
+    parser.add_argument("--admission", action="store_true", help="also the bound under the admission rule")
     args = parser.parse_args()
     folder, sample = trace_folder(args.traces)
     nodes_csv = str(folder / NODE_FILE)
     traces = sorted(folder.glob("openb_pod_list_*.csv"))
     if args.only:
         traces = [t for t in traces if _trace_name(str(t)) in args.only]
-    jobs: list[Job] = [("bound", nodes_csv, str(t), s) for t in traces for s in _seeds(args.bound_seeds)]
+    bound_seeds = _seeds(args.bound_seeds)
+    jobs: list[Job] = [("bound", nodes_csv, str(t), s, args.admission) for t in traces for s in bound_seeds]
     if not args.skip_online:
-        jobs += [("online", nodes_csv, str(t), s) for t in traces for s in _seeds(args.seeds)]
+        jobs += [("online", nodes_csv, str(t), s, False) for t in traces for s in _seeds(args.seeds)]
     started = time.perf_counter()
     with Pool(max(1, args.jobs), initializer=_quiet_worker) as pool:
         done = pool.imap(_job, jobs, chunksize=1)
@@ -118,6 +129,7 @@ def main() -> None:
         entry: dict[str, object] = {
             "bound": round(_mean(bounds, "bound"), 3),
             "offline": round(_mean(bounds, "offline"), 3),
+            **({"admission_bound": round(_mean(bounds, "admission_bound"), 3)} if args.admission else {}),
             "bound_solve_s": round(_mean(bounds, "bound_solve_s"), 1),
             "offline_solve_s": round(_mean(bounds, "offline_solve_s"), 1),
             "bound_seeds": [r["seed"] for r in bounds],

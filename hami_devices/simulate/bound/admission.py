@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from hami_devices.simulate.bound.configlp import config_bound
 from hami_devices.simulate.bound.instance import Instance, NodeType, TaskClass
 
-CUTS_FROM_END = (0, 10, 25, 50, 100, 200, 400)
+CUTS_FROM_END = (0, 5, 10, 20, 30, 40, 50, 65, 80, 100, 150, 250, 500)
 """P arrivals from the last at which the intervals of tau are cut: finer where the cluster is full."""
 
 

@@ -93,8 +93,8 @@ class LaidOutPricer:
 
 
 def laid_out_patterns(
-    instance: Instance, devices: list[DevicePattern], start: list[Pattern], *, max_rounds: int = 60,
-    time_limit_s: float = 120.0,
+    instance: Instance, devices: list[DevicePattern], start: list[Pattern], *, max_rounds: int = 200,
+    time_limit_s: float = 600.0,
 ) -> list[Pattern]:
     """Column generation over patterns that fit (``start`` must already fit, with its layout)."""
     started = time.perf_counter()
