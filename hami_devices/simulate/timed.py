@@ -24,7 +24,6 @@ unallocated GPU %; the tasks that could not be placed; and the moves made.
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,14 +31,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hami_devices.inventory import Inventory
-from hami_devices.models import ResourceRequest
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine
 from hami_devices.scheduling.fgd import WorkloadMix
 from hami_devices.scheduling.fragmentation import defragment, fragmentation
-from hami_devices.simulate.openb import inventory_from_trace, request_for, share_milli
+from hami_devices.simulate.openb import inventory_from_trace, share_milli
 from hami_devices.simulate.replay import trace_mix
+from hami_devices.simulate.timeline import Samples, Timeline, by_arrival, sample_nodes, trace_tasks
 from hami_devices.simulate.trace import TraceNodes, TracePods
+from hami_devices.workload import TimedTask
 
 DEFAULT_STRETCH = 100.0
 DEFAULT_SCALE = 0.12
@@ -90,15 +90,8 @@ class TimedResult:
 
 
 def scaled_inventory(nodes: TraceNodes, scale: float, seed: int) -> Inventory:
-    """``scale`` of each model's nodes (at least one each), chosen with the seed."""
-    rng = np.random.default_rng([seed, 1337])
-    keep: list[int] = []
-    for model in np.unique(nodes.model_idx):
-        members = np.flatnonzero(nodes.model_idx == model)
-        count = max(1, round(scale * members.size))
-        keep.extend(int(i) for i in rng.choice(members, size=count, replace=False))
-    full = inventory_from_trace(nodes)
-    return Inventory(nodes=[full.nodes[i] for i in sorted(keep)], source=full.source)
+    """``scale`` of each model's nodes (at least one each), chosen with the seed, as an inventory."""
+    return inventory_from_trace(sample_nodes(nodes, scale, seed))
 
 
 def replay_timed(
@@ -115,68 +108,51 @@ def replay_timed(
     measure_mix: WorkloadMix | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> TimedResult:
-    if pods.creation is None or pods.deletion is None:
-        raise ValueError("the task list has no creation/deletion times (the multigpu variants have none)")
     started = time.perf_counter()
+    tasks = by_arrival(trace_tasks(pods, stretch=stretch))
     inventory = scaled_inventory(nodes, scale, seed)
     cluster = ClusterState.from_inventory(inventory)
     engine = Engine(cluster, policy)
     mix = measure_mix or trace_mix(pods)
     capacity = sum(len(n.devices) for n in inventory.nodes) * 1000
-    order = np.lexsort((np.array(pods.names), pods.creation))
-    last_arrival = float(pods.creation.max())
-    departures: list[tuple[float, str, int]] = []  # (time, booking id, milli)
-    allocated = failed_milli = placed = failed = moves = rounds = 0
-    next_defrag = float(pods.creation.min()) + defrag_every_s if defrag_every_s else float("inf")
-    next_sample = float(pods.creation.min())
-    samples_t: list[float] = []
-    samples_f: list[float] = []
-    samples_a: list[float] = []
-    frag_end = 0.0
-    unallocated_end = 100.0
+    first = tasks[0].arrival if tasks else 0.0
+    timeline = Timeline(tasks, start=first)
+    samples = Samples()
+    tally = {"allocated": 0, "failed_milli": 0, "placed": 0, "failed": 0, "moves": 0, "rounds": 0, "seen": 0}
 
-    def sample(t: float) -> None:
-        samples_t.append(t)
-        samples_f.append(fragmentation(cluster, mix))
-        samples_a.append(allocated / capacity)
+    def sample(now: float) -> None:
+        samples.record(now, {"fragmentation": fragmentation(cluster, mix), "allocated": tally["allocated"] / capacity})
 
-    def depart_until(t: float) -> None:
-        nonlocal allocated
-        while departures and departures[0][0] <= t:
-            _, booking_id, milli = heapq.heappop(departures)
-            cluster.forget(booking_id)
-            allocated -= milli
+    def defrag_round(now: float) -> None:
+        tally["moves"] += len(defragment(cluster, max_moves, policy).moves)
+        tally["rounds"] += 1
 
-    for count, i in enumerate(order.tolist(), start=1):
-        now = float(pods.creation[i])
-        while min(next_sample, next_defrag) <= now:
-            if next_sample <= next_defrag:
-                depart_until(next_sample)
-                sample(next_sample)
-                next_sample += sample_every_s
-            else:
-                depart_until(next_defrag)
-                moves += len(defragment(cluster, max_moves, policy).moves)
-                rounds += 1
-                next_defrag += defrag_every_s or float("inf")
-        depart_until(now)
-        request: ResourceRequest = request_for(pods, i)
-        milli = share_milli(request)
-        placement = engine.try_place(request)
+    def arrive(task: TimedTask, now: float) -> None:
+        milli = share_milli(task.request)
+        placement = engine.try_place(task.request)
         if placement is None:
-            failed += 1
-            failed_milli += milli
+            tally["failed"] += 1
+            tally["failed_milli"] += milli
         else:
             booking = engine.book(placement)
-            placed += 1
-            allocated += milli
-            leave = now + stretch * float(pods.deletion[i] - pods.creation[i])
-            heapq.heappush(departures, (leave, booking.id, milli))
-        if now >= last_arrival:
-            frag_end = fragmentation(cluster, mix)
-            unallocated_end = 100.0 * (1.0 - allocated / capacity)
-        if progress is not None and count % 256 == 0:
+            tally["placed"] += 1
+            tally["allocated"] += milli
+            timeline.leave(now + (task.duration or 0.0), (booking.id, milli))
+        tally["seen"] += 1
+        if progress is not None and tally["seen"] % 256 == 0:
             progress(256)
+
+    def depart(payload: tuple[str, int], now: float) -> None:
+        booking_id, milli = payload
+        cluster.forget(booking_id)
+        tally["allocated"] -= milli
+
+    timeline.every(sample_every_s, sample)
+    if defrag_every_s:
+        timeline.every(defrag_every_s, defrag_round, first=first + defrag_every_s)
+    last_arrival = tasks[-1].arrival if tasks else first
+    timeline.run(last_arrival, arrive, depart)
+    series = samples.padded()
     return TimedResult(
         policy=policy,
         seed=seed,
@@ -184,16 +160,16 @@ def replay_timed(
         scale=scale,
         gpus=capacity // 1000,
         defrag_every_s=defrag_every_s,
-        arrivals=len(order),
-        placed=placed,
-        failed=failed,
-        failed_gpu_milli=failed_milli,
-        moves=moves,
-        defrag_rounds=rounds,
-        samples_t=samples_t,
-        samples_fragmentation=samples_f,
-        samples_allocated=samples_a,
-        unallocated_gpu_pct_at_last_arrival=unallocated_end,
-        fragmentation_at_last_arrival=frag_end,
+        arrivals=len(tasks),
+        placed=tally["placed"],
+        failed=tally["failed"],
+        failed_gpu_milli=tally["failed_milli"],
+        moves=tally["moves"],
+        defrag_rounds=tally["rounds"],
+        samples_t=samples.times,
+        samples_fragmentation=series.get("fragmentation", []),
+        samples_allocated=series.get("allocated", []),
+        unallocated_gpu_pct_at_last_arrival=100.0 * (1.0 - tally["allocated"] / capacity) if tasks else 100.0,
+        fragmentation_at_last_arrival=fragmentation(cluster, mix) if tasks else 0.0,
         wall_s=time.perf_counter() - started,
     )
