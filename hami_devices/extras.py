@@ -26,6 +26,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "onnx": "precision",
     "onnxruntime": "precision",
     "pyspark": "spark",
+    "highspy": "defrag",
     # (the [airflow] extra's modules are imported by DAG files; its own venv in the tests: not listed here)
 }
 
