@@ -95,7 +95,8 @@ class TimedResult:
 
     @property
     def moves(self) -> int:
-        return int(self.defrag.get("moves", 0))  # type: ignore[call-overload]
+        moves = self.defrag.get("moves", 0)
+        return moves if isinstance(moves, int) else 0
 
     def summary(self) -> dict[str, object]:
         s = self.samples.series

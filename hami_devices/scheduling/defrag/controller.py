@@ -114,7 +114,9 @@ class Defragmenter:
 
     def planning_rate(self) -> float:
         """The FGD fragmentation rate for the mix learned so far (what ``check`` compares to the threshold)."""
-        return self._planning_index().fragmentation_rate()
+        index = self._planning_index()
+        index.sync()
+        return index.fragmentation_rate()
 
     def check(self, now: float, rate: float) -> list[Moved]:
         if not self.options.on_threshold or rate <= self.options.threshold:

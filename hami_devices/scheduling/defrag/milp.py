@@ -192,7 +192,8 @@ def greedy(inst: Instance, budget: int, *, pending: bool = False) -> Solution:
             for j in sorted(options.get(m, []), key=lambda j: inst.options[j].cost):
                 o = inst.options[j]
                 node = _node_of(inst, o.dest)
-                if o.dest not in out.emptied and o.dest != row and o.take <= f[o.dest] and mover.cpu <= c[node] and mover.mem <= m_[node]:
+                usable = o.dest not in out.emptied and o.dest != row
+                if usable and o.take <= f[o.dest] and mover.cpu <= c[node] and mover.mem <= m_[node]:
                     f[o.dest] -= o.take
                     c[node] -= mover.cpu
                     m_[node] -= mover.mem
