@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ResourceRequest
 from hami_devices.yamlfile import read_yaml
+
+
+@dataclass(frozen=True)
+class TimedTask:
+    """A request that arrives at ``arrival`` (seconds) and runs ``duration`` seconds (None: until the end)."""
+
+    request: ResourceRequest
+    arrival: float = 0.0
+    duration: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.request.name or ""
 
 
 def parse_workload(data: Any, source: str = "<workload>") -> list[ResourceRequest]:

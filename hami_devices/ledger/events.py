@@ -32,6 +32,7 @@ class EventKind(StrEnum):
     HEALTH_CHANGED = "device.health"
     LIMITER_REFUSALS = "limiter.refusals"
     REGION_REMOVED = "region.orphan_removed"
+    MIGRATED = "task.migrated"  # a defragmentation move: data has before/after, checkpointed, lost work
 
 
 ENDS_ALLOCATION = frozenset({EventKind.RELEASED, EventKind.EVICTED})

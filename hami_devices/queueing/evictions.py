@@ -69,7 +69,11 @@ class Evictions(LoopState):
         )
 
     def _evict(self, victim: Task, reason: EvictionReason, by: Task, why: str, now: float) -> None:
-        lost = victim.runtime(now) * victim.device_share()
+        saved = self.checkpoints is not None and self.checkpoints.checkpointable(victim.name)
+        if saved:
+            assert self.checkpoints is not None
+            self._saved[victim.name] = self.checkpoints.checkpoint(victim.name)
+        lost = 0.0 if saved else victim.runtime(now) * victim.device_share()
         nodes = tuple(victim.placement.nodes) if victim.placement else ()
         self._unbook(victim)
         victim.evictions += 1
@@ -83,7 +87,12 @@ class Evictions(LoopState):
             by=by.name,
             detail=why,
             nodes=nodes,
-            data={"lost_device_seconds": lost, "requeued": requeue, "by_queue": self.tree.nodes[by.queue].name},
+            data={
+                "lost_device_seconds": lost,
+                "requeued": requeue,
+                "by_queue": self.tree.nodes[by.queue].name,
+                "checkpointed": saved,
+            },
         )
         victim.started_at = None  # ``placement`` stays: where it ran until it was evicted
         if requeue:

@@ -25,8 +25,12 @@ import numpy as np
 
 from hami_devices.inventory import Inventory
 from hami_devices.queueing.workload import TimedTask
-from hami_devices.simulate.openb import request_for
+from hami_devices.simulate.openb import inventory_from_trace
+from hami_devices.simulate.timeline import by_arrival, sample_nodes, trace_tasks
 from hami_devices.simulate.trace import TraceNodes, TracePods
+
+__all__ = ["ONLINE_QOS", "StreamFacts", "demand_cores", "facts", "inventory", "queue_of", "sample_nodes",
+           "timed_stream"]
 
 ONLINE_QOS = frozenset({"LS", "Guaranteed"})
 
@@ -44,26 +48,6 @@ def queue_of(pods: TracePods, index: int) -> str:
     return "online" if qos in ONLINE_QOS else "research"
 
 
-def sample_nodes(nodes: TraceNodes, scale: float) -> TraceNodes:
-    """A fraction of the cluster with the same mix of GPU models (the first nodes of each model)."""
-    if scale >= 1.0:
-        return nodes
-    keep: list[int] = []
-    for model in np.unique(nodes.model_idx):
-        rows = np.flatnonzero(nodes.model_idx == model)
-        keep.extend(rows[: max(1, round(scale * rows.size))].tolist())
-    keep.sort()
-    idx = np.array(keep)
-    return TraceNodes(
-        names=tuple(nodes.names[i] for i in keep),
-        cpu_milli=nodes.cpu_milli[idx],
-        memory_mib=nodes.memory_mib[idx],
-        gpus=nodes.gpus[idx],
-        model_idx=nodes.model_idx[idx],
-        models=nodes.models,
-    )
-
-
 def timed_stream(
     pods: TracePods,
     *,
@@ -74,33 +58,24 @@ def timed_stream(
     seed: int,
     min_duration: float = 1.0,
 ) -> list[TimedTask]:
-    if pods.creation is None or pods.deletion is None:
-        raise ValueError("this trace has no creation/deletion times")
-    end = start + hours * 3600.0
+    """The window's tasks (``simulate.timeline.trace_tasks``), each submitted by its queue's ``copies``."""
     rng = np.random.default_rng(seed)
     out: list[TimedTask] = []
-    for i in range(len(pods)):
-        created, deleted = float(pods.creation[i]), float(pods.deletion[i])
-        if deleted <= start or created >= end:
-            continue
-        queue = queue_of(pods, i)
-        alive = created < start
-        arrival = 0.0 if alive else created - start
-        duration = max(deleted - max(created, start), min_duration)
-        base = request_for(pods, i)
+    for base in trace_tasks(pods, window=(start, start + hours * 3600.0), min_duration=min_duration):
+        queue = queue_of(pods, base.index)
         interruptible = queue == "research"
         for k in range(copies.get(queue, 1)):
-            shift = 0.0 if alive or k == 0 else float(rng.uniform(0.0, jitter))
-            request = base.model_copy(
+            shift = 0.0 if base.alive or k == 0 else float(rng.uniform(0.0, jitter))
+            request = base.request.model_copy(
                 update={
-                    "name": f"{base.name}#{k}",
+                    "name": f"{base.request.name}#{k}",
                     "queue": queue,
                     "preemptible": interruptible,
                     "recomputable": True,
                 }
             )
-            out.append(TimedTask(request, arrival + shift, duration))
-    return sorted(out, key=lambda t: t.arrival)
+            out.append(TimedTask(request, base.arrival + shift, base.duration))
+    return by_arrival(out)
 
 
 def demand_cores(tasks: Sequence[TimedTask], queue: str, horizon: float, tick: float = 0.0) -> tuple[float, float]:
@@ -141,6 +116,4 @@ def facts(tasks: Sequence[TimedTask], horizon: float, tick: float = 0.0) -> Stre
 
 
 def inventory(nodes: TraceNodes) -> Inventory:
-    from hami_devices.simulate.openb import inventory_from_trace
-
     return inventory_from_trace(nodes)

@@ -25,7 +25,6 @@ yardstick, the groups' ``guarantees``, measures every policy:
 from __future__ import annotations
 
 import bisect
-import heapq
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from hami_devices.queueing.loop import AdmissionLoop
 from hami_devices.queueing.spec import BASE_RESOURCES
 from hami_devices.queueing.tasks import Task
 from hami_devices.queueing.workload import TimedTask
+from hami_devices.simulate.timeline import Samples, Timeline, by_arrival
 
 CORES = BASE_RESOURCES.index("device-cores")
 
@@ -167,7 +167,7 @@ def replay(
     """Run ``workload`` through ``loop`` until ``horizon`` (default: one tick after the last arrival)."""
     if tick <= 0:
         raise ValueError("tick must be > 0")
-    tasks = sorted(workload, key=lambda t: t.arrival)
+    tasks = by_arrival(workload)
     end = horizon if horizon is not None else (tasks[-1].arrival + tick if tasks else 0.0)
     tree, res = loop.tree, loop.resources
     if group_of is None:
@@ -191,15 +191,13 @@ def replay(
         return groups[name]
 
     durations = {t.name: t.duration for t in tasks}
-    finishing: list[tuple[float, int, str, float]] = []
     waiting: dict[str, _Waiting] = {}  # group -> its waiting tasks
     violated: set[str] = set()
     evictions: list[Event] = []
-    seq = 0
+    timeline = Timeline(tasks)
 
     def on_event(event: Event) -> None:
         # Usage follows the loop's decisions; finishes are the replay's own (below).
-        nonlocal seq
         task = loop.tasks.get(event.task)
         if task is None:
             return
@@ -211,8 +209,7 @@ def replay(
             usage[name] += task.charge[:base]
             duration = durations.get(task.name)
             if duration is not None:
-                seq += 1
-                heapq.heappush(finishing, (event.time + duration, seq, task.name, event.time))
+                timeline.leave(event.time + duration, (task.name, event.time))
         elif event.kind == EventKind.REQUEUED and name in waiting:
             waiting[name].add(task)
         elif event.kind == EventKind.EVICTED:
@@ -221,77 +218,64 @@ def replay(
             fig.lost_device_seconds += float(event.data.get("lost_device_seconds", 0.0))
             evictions.append(event)
 
+    def advance(before: float, now: float) -> None:
+        span = now - before
+        used = 0.0
+        for name, fig in groups.items():
+            cores = usage[name][CORES]
+            used += cores
+            fig.usage_integral += span * cores / capacity
+            fig.device_seconds += span * cores / 100.0
+            borrowed = max(cores - g_vec.get(name, np.zeros(base))[CORES], 0.0) / capacity
+            fig.borrowed_integral += span * borrowed
+            fig.borrowed_max = max(fig.borrowed_max, borrowed)
+        totals["utilisation"] += span * used / capacity
+
+    def depart(payload: tuple[str, float], now: float) -> None:
+        name, stamp = payload
+        task = loop.tasks[name]
+        if task.state == "running" and task.started_at == stamp:  # not evicted (and restarted) since
+            usage[group_of(task)] -= task.charge[:base]
+            loop.finish(name, now=now)
+
+    def arrive(timed: TimedTask, now: float) -> None:
+        task = loop.submit(timed.request, now=now)
+        gname = group_of(task)
+        figures(gname).submitted += 1
+        if gname in g_vec:
+            if gname not in waiting:
+                waiting[gname] = _Waiting(g_mask[gname])
+            waiting[gname].add(task)
+        if bar is not None:
+            bar.update(1)
+
+    def tick_now(now: float) -> None:
+        loop.tick(now)
+        for gname, tasks_waiting in waiting.items():
+            if tasks_waiting:
+                mask = g_mask[gname]
+                room = tuple((g_vec[gname][mask] - usage[gname][mask]).tolist())
+                for task in tasks_waiting.within(room):
+                    if task.name not in violated:
+                        violated.add(task.name)
+                        groups[gname].violations += 1
+
+    def sample(now: float) -> None:
+        recorded.record(now, {name: float(usage[name][CORES] / capacity) for name in groups})
+
     unsubscribe = loop.subscribe(on_event)
-    times: list[float] = []
-    series: dict[str, list[float]] = {}
-    util_integral = 0.0
-    now = 0.0
-    next_tick = 0.0
-    i = 0
+    recorded = Samples()
+    totals = {"utilisation": 0.0}
     started = time.perf_counter()
-    sample_every = max(end / samples, tick) if end > 0 else tick
-    next_sample = 0.0
+    timeline.every(tick, tick_now, before_arrivals=False)
+    timeline.every(max(end / samples, tick) if end > 0 else tick, sample, before_arrivals=False, driving=False)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(tasks), unit="task", desc="replay", leave=False)
     try:
-        while True:
-            t_arrival = tasks[i].arrival if i < len(tasks) else float("inf")
-            t_finish = finishing[0][0] if finishing else float("inf")
-            t_next = min(t_arrival, t_finish, next_tick)
-            if t_next > end or t_next == float("inf"):
-                t_next = end
-            span = t_next - now
-            if span > 0:
-                used = 0.0
-                for name, fig in groups.items():
-                    cores = usage[name][CORES]
-                    used += cores
-                    fig.usage_integral += span * cores / capacity
-                    fig.device_seconds += span * cores / 100.0
-                    borrowed = max(cores - g_vec.get(name, np.zeros(base))[CORES], 0.0) / capacity
-                    fig.borrowed_integral += span * borrowed
-                    fig.borrowed_max = max(fig.borrowed_max, borrowed)
-                util_integral += span * used / capacity
-            now = t_next
-            if now >= end and (i >= len(tasks) or t_arrival > end):
-                break
-            while finishing and finishing[0][0] <= now:
-                _, _, name, stamp = heapq.heappop(finishing)
-                task = loop.tasks[name]
-                if task.state == "running" and task.started_at == stamp:
-                    usage[group_of(task)] -= task.charge[:base]
-                    loop.finish(name, now=now)
-            while i < len(tasks) and tasks[i].arrival <= now:
-                timed = tasks[i]
-                task = loop.submit(timed.request, now=now)
-                gname = group_of(task)
-                figures(gname).submitted += 1
-                if gname in g_vec:
-                    if gname not in waiting:
-                        waiting[gname] = _Waiting(g_mask[gname])
-                    waiting[gname].add(task)
-                i += 1
-                if bar is not None:
-                    bar.update(1)
-            if now >= next_tick:
-                loop.tick(now)
-                next_tick = now + tick
-                for gname, tasks_waiting in waiting.items():
-                    if tasks_waiting:
-                        mask = g_mask[gname]
-                        room = tuple((g_vec[gname][mask] - usage[gname][mask]).tolist())
-                        for task in tasks_waiting.within(room):
-                            if task.name not in violated:
-                                violated.add(task.name)
-                                groups[gname].violations += 1
-            if now >= next_sample:
-                times.append(now)
-                for name in groups:
-                    series.setdefault(name, []).append(float(usage[name][CORES] / capacity))
-                next_sample = now + sample_every
+        timeline.run(end, arrive, depart, advance)
     finally:
         unsubscribe()
         if bar is not None:
@@ -304,16 +288,13 @@ def replay(
         elif task.state == "pending":
             fig.waiting_at_end += 1
             fig.waits.append(end - task.submitted_at)  # still waiting: counted at its wait so far
-    for name in groups:  # series start when a group first appears
-        pad = len(times) - len(series.get(name, []))
-        series[name] = [0.0] * pad + series.get(name, [])
     return ReplayReport(
         groups=groups,
         horizon=end,
         tick=tick,
-        utilisation=util_integral / end if end > 0 else 0.0,
-        times=times,
-        usage=series,
+        utilisation=totals["utilisation"] / end if end > 0 else 0.0,
+        times=recorded.times,
+        usage=recorded.padded(),  # series start when a group first appears
         evictions=evictions,
         decisions_s=list(loop.timings or []),
         wall_s=time.perf_counter() - started,

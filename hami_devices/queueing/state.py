@@ -23,6 +23,7 @@ from hami_devices.queueing.spec import QueueFile, load_queues
 from hami_devices.queueing.tasks import Task, TaskState
 from hami_devices.queueing.tree import QueueTree
 from hami_devices.queueing.victims import MAX_NODES
+from hami_devices.scheduling.defrag.checkpoint import CheckpointHook
 from hami_devices.scheduling.engine import Engine, Placement
 
 
@@ -49,6 +50,7 @@ class LoopState:
         max_nodes: int = MAX_NODES,
         keep_events: int | None = 100_000,
         record_timings: bool = False,
+        checkpoints: CheckpointHook | None = None,
     ) -> None:
         source = None
         if not isinstance(queues, QueueFile):
@@ -83,6 +85,9 @@ class LoopState:
         self._wake_at = float("inf")
         self.counters = Counters()
         self.timings: list[float] | None = [] if record_timings else None
+        # evictions of checkpointable tasks save their state; their next admission restores it
+        self.checkpoints = checkpoints
+        self._saved: dict[str, str] = {}
 
     # ------------------------------------------------------------------ events
     def subscribe(self, listener: Listener) -> Callable[[], None]:
@@ -170,6 +175,10 @@ class LoopState:
         self._footprints.add(task, booking)
         self._seen_version = self.cluster.version
         self.counters.admitted += 1
+        state = self._saved.pop(task.name, None)
+        if state is not None and self.checkpoints is not None:
+            uuids = ",".join(g.uuid for g in placement.grants)
+            self.checkpoints.restore(task.name, state, {"HAMI_DEVICE_UUIDS": uuids})
 
     def _unbook(self, task: Task) -> None:
         if task.booking_id is not None and task.booking_id in self.cluster.bookings:

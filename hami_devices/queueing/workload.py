@@ -18,26 +18,17 @@ runs until the end), so ``schedule``'s files replay as they are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ResourceRequest
+from hami_devices.workload import TimedTask
 from hami_devices.yamlfile import read_yaml
 
+__all__ = ["TIMING_KEYS", "TimedTask", "load_timed_workload", "parse_timed_workload"]
+
 TIMING_KEYS = ("arrival", "duration", "replicas", "every")
-
-
-@dataclass(frozen=True)
-class TimedTask:
-    request: ResourceRequest
-    arrival: float = 0.0
-    duration: float | None = None  # None: runs until the replay ends
-
-    @property
-    def name(self) -> str:
-        return self.request.name or ""
 
 
 def _number(body: dict[str, Any], key: str, default: float | None, path: str, source: str) -> float | None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hami_devices.scheduling.defrag.controller import DefragOptions
 from hami_devices.simulate.timed import replay_timed
 from hami_devices.simulate.trace import load_nodes, load_pods
 
@@ -49,8 +50,11 @@ def test_a_defragmentation_round_frees_a_whole_gpu(tmp_path: Path) -> None:
     common = {"stretch": 1.0, "scale": 1.0, "sample_every_s": 5.0}
     plain = replay_timed(load_nodes(nodes), load_pods(pods), "spread", **common)  # type: ignore[arg-type]
     assert (plain.failed, plain.moves) == (1, 0)
-    defrag = replay_timed(load_nodes(nodes), load_pods(pods), "spread", defrag_every_s=10.0, **common)  # type: ignore[arg-type]
+    # every task is running (3 with z) so a budget of a third per hour allows one move
+    options = DefragOptions(share_per_hour=0.5, on_threshold=False)
+    defrag = replay_timed(load_nodes(nodes), load_pods(pods), "spread", defrag=options, **common)  # type: ignore[arg-type]
     assert (defrag.failed, defrag.moves) == (0, 1)
+    assert defrag.defrag["moves_within_budget"] is True
     assert defrag.fragmentation_at_last_arrival <= plain.fragmentation_at_last_arrival
 
 
