@@ -11,6 +11,7 @@ from hami_devices.errors import DeviceUnavailable
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
 from hami_devices.models import DeviceInfo, DeviceTraits
+from hami_devices.nodeconfig import configure_devices, configure_inventory, hardware_node_name
 from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
 
@@ -27,14 +28,18 @@ def discover(
     With ``inventory`` the adapters run on the simulated back end built from it;
     without, each adapter whose library is present asks its hardware.  A vendor
     whose library is absent contributes nothing (``hami-devices vendors`` says why).
+    The configuration's ``node-config`` applies either way: filtered devices are left
+    out, and the node's scaling and split count are set on the others.
     """
     registry = registry or load_vendors(vendors, config)
+    config = config or HamiConfig()
     ledger = ledger or MemoryLedger()
     devices: list[Device] = []
     if inventory is not None:
         inv = inventory if isinstance(inventory, Inventory) else load_inventory_for(inventory, registry, config)
+        inv = configure_inventory(inv, config)
         for node in inv.nodes:
-            host = HostResources(node.cpu_milli, node.memory_mib, dict(node.labels))
+            host = HostResources(node.cpu_milli, node.memory_mib, dict(node.labels), list(node.taints))
             by_vendor: dict[str, list[DeviceInfo]] = {}
             for info in node.devices:
                 by_vendor.setdefault(info.vendor, []).append(info)
@@ -53,7 +58,23 @@ def discover(
     for adapter in registry.adapters.values():
         if safe_probe(adapter).available:
             devices.extend(adapter.discover(ledger))
-    return devices
+    return _configured(devices, config)
+
+
+def _configured(devices: list[Device], config: HamiConfig) -> list[Device]:
+    """Hardware devices with ``node-config`` applied (a hardware node is selected by ``hardware_node_name``)."""
+    if not config.node_config:
+        return devices
+    by_node: dict[str, list[Device]] = {}
+    for device in devices:
+        by_node.setdefault(device.info.node, []).append(device)
+    kept: set[str] = set()
+    for node, members in by_node.items():
+        for info in configure_devices(config, hardware_node_name(node), [d.info for d in members]):
+            device = next(d for d in members if d.uuid == info.uuid)
+            device.reconfigure(info)
+            kept.add(info.uuid)
+    return [d for d in devices if d.uuid in kept]
 
 
 def load_inventory_for(path: str | Path, registry: VendorRegistry, config: HamiConfig | None = None) -> Inventory:
@@ -63,8 +84,9 @@ def load_inventory_for(path: str | Path, registry: VendorRegistry, config: HamiC
         adapter = registry.adapters.get(vendor)
         return adapter.traits_for(model) if adapter is not None else None
 
-    split_count = (config or HamiConfig()).device_plugin.split_count
-    return load_inventory(path, split_count_default=split_count, traits_for=traits_for)
+    config = config or HamiConfig()
+    inventory = load_inventory(path, split_count_default=config.device_plugin.split_count, traits_for=traits_for)
+    return configure_inventory(inventory, config)
 
 
 def complete_inventory(inventory: Inventory, registry: VendorRegistry) -> Inventory:
