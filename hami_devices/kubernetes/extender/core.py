@@ -45,8 +45,6 @@ from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceHandle, ResourceRequest
 from hami_devices.registry import load_vendors
 from hami_devices.scheduling.cluster import PlacementState
-from hami_devices.scheduling.engine import Engine
-from hami_devices.scheduling.policies import configured_policies
 
 UNKNOWN_NODE = "UnknownNode"
 BIND_ATTEMPTS = 3
@@ -113,8 +111,6 @@ class Extender:
         self.engine = build_engine(inventory, config, policy=policy, registry=registry)
         q.parse("0")  # import the Kubernetes client's quantity parser now, not inside the first request
         self.cluster = self.engine.cluster
-        self._user_policies = configured_policies(config.scheduler.policy_files, None)
-        self._engines: dict[str, Engine] = {self.engine.policy.name: self.engine}
         devices = discover(inventory, config=config, ledger=ledger, registry=registry)
         self.devices: dict[str, list[Device]] = {}
         for device in devices:
@@ -141,7 +137,7 @@ class Extender:
         with self._state:
             missing = (self.cluster.node_rows(names) < 0).tolist()
             known = list(compress(names, [not m for m in missing])) if any(missing) else names
-            verdict = self._engine(pod.policy).judge_nodes(pod.request, known, scores=False)
+            verdict = self.engine.judge_nodes(pod.request, known, scores=False)
         unresolvable: dict[str, str] = dict.fromkeys(
             compress(names, missing), f"{UNKNOWN_NODE}: not in the extender's inventory"
         )
@@ -164,7 +160,7 @@ class Extender:
         with self._state:
             missing = (self.cluster.node_rows(names) < 0).tolist()
             known = list(compress(names, [not m for m in missing])) if any(missing) else names
-            verdict = self._engine(pod.policy).judge_nodes(pod.request, known, scores=True)
+            verdict = self.engine.judge_nodes(pod.request, known, scores=True)
         return wire.priorities(scaled(verdict.scores, args.node_names))
 
     # ------------------------------------------------------------------ preempt
@@ -219,7 +215,7 @@ class Extender:
         error = ""
         for _ in range(BIND_ATTEMPTS):
             with self._state:
-                engine = self._engine(pod.policy)
+                engine = self.engine
                 request = leases.leased(_pinned(pod.request, self.devices[node]), time.time() + self.lease_s)
                 try:
                     placement = engine.place(request)
@@ -367,13 +363,6 @@ class Extender:
             lowered = term.lower()
             found = memo[term] = [m for m, aliases in self._models[1].items() if any(lowered in a for a in aliases)]
         return list(found) or [term]
-
-    def _engine(self, policy: str | None) -> Engine:
-        name = policy or self.engine.policy.name
-        engine = self._engines.get(name)
-        if engine is None:
-            engine = self._engines[name] = Engine(self.cluster, name, user_policies=self._user_policies)
-        return engine
 
     @contextmanager
     def _pod_lock(self, uid: str) -> Iterator[None]:
