@@ -7,8 +7,10 @@ After every tick, and during it on every event:
   allow (``preemption_for``), except behind the head of a strict-FIFO queue: so no
   capacity is left idle while a task that fits waits behind one that does not;
 * every eviction is of an interruptible task that has run its queue's minimum
-  runtime, and leaves every queue it is taken from (below the common ancestor with
-  the task it makes room for) at or above its guarantee;
+  runtime, of a reclaimable queue when made for another queue, and leaves every
+  queue it is taken from (below the common ancestor with the task it makes room
+  for) at or above its guarantee; a stop-policy drain is the only eviction made for
+  no task, and no held or closed queue admits anything;
 * every victim was needed: with that one victim back (and the others gone), the
   task it made room for does not fit;
 * usage is exact: each queue's usage is the sum of its running tasks' charges, and
@@ -20,9 +22,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from hami_devices.errors import InvalidRequest
 from hami_devices.models import RequestPart, ResourceRequest
 from hami_devices.queueing import EventKind, TaskState
 from hami_devices.queueing.events import Event
@@ -41,6 +45,7 @@ def scenarios(draw: Any) -> dict[str, Any]:
     leaves = ["a", "b", "c"] if nested else draw(st.sampled_from([["a", "b"], ["a", "b", "c"]]))
     budget = capacity
     specs: dict[str, dict[str, Any]] = {}
+    borrowing = draw(st.booleans())  # borrow-within-cohort in some queues, else fair-share (never both: Kueue)
     for name in leaves:
         guarantee = draw(st.sampled_from([0, 50, 100, 200]))
         guarantee = min(guarantee, budget)
@@ -51,10 +56,17 @@ def scenarios(draw: Any) -> dict[str, Any]:
         if draw(st.booleans()):
             spec["min-runtime"] = draw(st.sampled_from([0, 15, 30]))
         spec["preemption"] = {
-            "reclaim": draw(st.booleans()) or True,
-            "priority": draw(st.booleans()),
-            "fair-share": draw(st.booleans()),
+            "reclaim-within-cohort": draw(st.sampled_from(["any", "any", "lower-priority", "never"])),
+            "within-queue": draw(st.sampled_from(["never", "lower-priority", "lower-or-newer-equal-priority"])),
+            "fair-share": not borrowing and draw(st.booleans()),
         }
+        if borrowing and draw(st.booleans()):
+            threshold = draw(st.sampled_from([None, 0, 1]))
+            spec["preemption"]["borrow-within-cohort"] = {"policy": "lower-priority",
+                                                          "max-priority-threshold": threshold}
+        spec["reclaimable"] = draw(st.integers(0, 3)) > 0
+        spec["stop-policy"] = draw(st.sampled_from(["none"] * 6 + ["hold", "hold-and-drain"]))
+        spec["state"] = draw(st.sampled_from(["open"] * 6 + ["closed", "draining"]))
         spec["strict-fifo"] = draw(st.integers(0, 5)) == 0
         if draw(st.integers(0, 4)) == 0:
             spec["limit"] = {"device-cores": max(guarantee, draw(st.sampled_from([100, 200, 300])))}
@@ -91,8 +103,13 @@ def _check_event(loop: AdmissionLoop, event: Event, now_of: dict[str, float]) ->
     tree = loop.tree
     if event.kind == EventKind.EVICTED:
         victim = loop.task(event.task)
+        if event.reason == "stop-policy":  # drained by its queue's stop-policy, whatever it is
+            assert tree.drains(victim.queue) and event.by is None
+            return
         assert victim.request.preemptible, f"{victim.name} is not interruptible"
         by = loop.task(event.by or "")
+        if by.queue != victim.queue:
+            assert tree.reclaimable[victim.queue], f"{victim.name}'s queue is not reclaimable"
         min_runtime = tree.nodes[victim.queue].spec.min_runtime
         assert event.time - now_of[victim.name] >= min_runtime - 1e-9
         for q in tree.below_lca(victim.queue, by.queue):
@@ -102,6 +119,7 @@ def _check_event(loop: AdmissionLoop, event: Event, now_of: dict[str, float]) ->
             )
     elif event.kind == EventKind.ADMITTED:
         task = loop.task(event.task)
+        assert tree.held(task.queue) is None, f"{task.name} admitted by a held or closed queue"
         now_of[task.name] = event.time
         victims = [loop.task(v) for v in event.data.get("evicted", [])]
         if victims:
@@ -230,6 +248,10 @@ def test_the_loop_settles_by_the_rules(scenario: dict[str, Any]) -> None:
                 loop.finish(task.name, now=now)
         for arrival, _, request in arrivals:
             if arrival == now:
+                if loop.tree.refuses(loop.tree.leaf(request.queue).index) is not None:
+                    with pytest.raises(InvalidRequest):
+                        loop.submit(request, now=now)
+                    continue
                 loop.submit(request, now=now)
         passes = loop.counters.passes
         loop.tick(now)
