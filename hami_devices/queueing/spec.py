@@ -4,6 +4,7 @@ YAML, validated by pydantic; every error names the dotted key and the file::
 
     classes:                       # optional: named groups of devices for per-class quotas
       big: {vendors: [nvidia], models: [A100-80GB, H100]}
+    priority-classes: {batch: 10, urgent: 1000}   # optional: a request's priority_class picks one
     queues:
       - name: platform             # a parent: its children share its guarantee first
         guarantee: {device-cores: 1600}
@@ -15,7 +16,13 @@ YAML, validated by pydantic; every error names the dotted key and the file::
             weight: 2
             limit: {device-cores: 3000}
             min-runtime: 300
-            preemption: {priority: true}
+            reclaimable: false     # other queues never evict its tasks
+            state: open            # closed / draining: takes no new task
+            stop-policy: none      # hold / hold-and-drain
+            preemption:
+              reclaim-within-cohort: any          # never / lower-priority / any
+              within-queue: lower-priority        # never / lower-priority / lower-or-newer-equal-priority
+              borrow-within-cohort: {policy: lower-priority, max-priority-threshold: 100}
 
 Resources are the SDK's units: ``devices`` (whole devices held exclusively),
 ``device-cores`` (percent of one device; 100 = a device), ``device-memory-mib``,

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from hami_devices.accounting import DeviceUsage
-from hami_devices.errors import HamiError, InvalidRequest, ReasonCode, UnknownAllocation
+from hami_devices.errors import HamiError, InvalidRequest, UnknownAllocation
 from hami_devices.models import DeviceHandle, DeviceInfo, Grant, ResourceRequest, Taint
 from hami_devices.rounding import GrantRule
 from hami_devices.rules import NODE_RULES, HostDemand, check_grant, failures
@@ -34,6 +34,9 @@ __all__ = [
     "NodeState",
     "PlacementState",
 ]
+
+
+_HOST_LIMITS = tuple(r for r in NODE_RULES if r.limit is not None)
 
 
 class PlacementState(StrEnum):
@@ -140,8 +143,8 @@ class ClusterState(Plans):
         host = HostDemand(host_cpu_milli, host_memory_mib)
         for name in host_nodes:
             nrow = self._node_index[self._node(name).name]
-            short = [c for c in failures(NODE_RULES, self.node_view(slice(nrow, nrow + 1)), host)
-                     if c != ReasonCode.NODE_UNSCHEDULABLE]  # placements already made are booked on cordoned nodes
+            # only what the node holds: a placement already made is booked on a cordoned or tainted node
+            short = failures(_HOST_LIMITS, self.node_view(slice(nrow, nrow + 1)), host)
             if short:
                 raise HamiError(f"node {name!r} cannot host this placement: {', '.join(short)}")
         for row, grant in zip(rows, grants, strict=True):
