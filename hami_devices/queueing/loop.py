@@ -21,9 +21,11 @@ runs passes until a fixed point:
   would wait for the same reason.
 
 Decisions come out as ``Event``s: ``subscribe(callback)`` or ``events()``.
-A node agent commits an admission with ``hd.allocate(devices, event placement)``
-(``task(name).placement``) and kills evicted tasks before starting the task
-they made room for.
+``QueueRunner`` (``runner``) commits them to a node's ledger: an admission with
+``hd.allocate(devices, task(name).placement)``, an eviction with
+``allocation.evict`` before the admission it makes room for, a finish with
+``hd.release``.  A queue's ``state`` and ``stop-policy`` say whether it takes and
+admits tasks (``set_queue_state`` changes them while the loop runs).
 """
 
 from __future__ import annotations

@@ -89,6 +89,7 @@ class ReplayReport:
     decisions_s: list[float]
     wall_s: float
     counters: dict[str, int]
+    refused: dict[str, int] = field(default_factory=dict)  # queue -> arrivals a closed or draining queue refused
 
     def decision_ms(self, q: float) -> float:
         return float(np.percentile(np.array(self.decisions_s) * 1000.0, q)) if self.decisions_s else 0.0
@@ -108,6 +109,7 @@ class ReplayReport:
             "decision_p99_ms": round(self.decision_ms(99), 3),
             "wall_s": round(self.wall_s, 2),
             "counters": self.counters,
+            "refused_submissions": self.refused,
             "queues": {name: g.to_dict(self.horizon) for name, g in self.groups.items()},
         }
         if series:
@@ -195,6 +197,7 @@ def replay(
     waiting: dict[str, _Waiting] = {}  # group -> its waiting tasks
     violated: set[str] = set()
     evictions: list[Event] = []
+    refused: dict[str, int] = {}
     seq = 0
 
     def on_event(event: Event) -> None:
@@ -266,6 +269,10 @@ def replay(
                     loop.finish(name, now=now)
             while i < len(tasks) and tasks[i].arrival <= now:
                 timed = tasks[i]
+                if tree.refuses(tree.leaf(timed.request.queue).index) is not None:  # closed or draining
+                    refused[timed.request.queue] = refused.get(timed.request.queue, 0) + 1
+                    i += 1
+                    continue
                 task = loop.submit(timed.request, now=now)
                 gname = group_of(task)
                 figures(gname).submitted += 1
@@ -318,4 +325,5 @@ def replay(
         decisions_s=list(loop.timings or []),
         wall_s=time.perf_counter() - started,
         counters=dict(vars(loop.counters)),
+        refused=refused,
     )

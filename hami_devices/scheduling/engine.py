@@ -138,13 +138,15 @@ class Engine:
         asked = request.policy
         if asked is None:
             return self.scoring, self.node_scoring
+        return self._level(asked.device, self.scoring, "device"), self._level(asked.node, self.node_scoring, "node")
+
+    def _level(self, name: str | None, engines: Scoring, level: str) -> Scoring:
+        if name is None:
+            return engines
         try:
-            device = self.scoring if asked.device is None else self.scoring_for(asked.device)
-            node = self.node_scoring if asked.node is None else self.scoring_for(asked.node)
+            return self.scoring_for(name)
         except InvalidConfig as exc:
-            level = "device" if asked.device is not None and asked.device in exc.message else "node"
             raise InvalidRequest(f"policy.{level}", exc.message) from None
-        return device, node
 
     @property
     def policy(self) -> Policy:

@@ -13,6 +13,8 @@ import pytest
 from hami_devices.errors import InvalidConfig, InvalidRequest
 from hami_devices.models import ResourceRequest
 from hami_devices.queueing import EventKind, EvictionReason, TaskState, WaitReason, parse_queues
+from hami_devices.queueing.replay import replay
+from hami_devices.queueing.workload import TimedTask
 from tests.queueing.helpers import cluster, gpu, kinds, make_loop
 
 
@@ -215,3 +217,11 @@ def test_priority_classes_name_priorities() -> None:
     assert evicted(log) == ["bulk"] and loop.task("page").priority == 1000
     with pytest.raises(InvalidRequest, match="did you mean urgent"):
         loop.submit(gpu("typo", "q", priority_class="urgnet"), now=2)
+
+
+def test_a_replay_counts_what_a_closed_queue_refused() -> None:
+    loop, _ = make_loop(cluster(("n", "T4", 1)), queues({"name": "open"}, {"name": "shut", "state": "closed"}))
+    workload = [TimedTask(gpu(f"t{i}", "shut" if i % 2 else "open", cores=50), arrival=float(i)) for i in range(4)]
+    report = replay(loop, workload, tick=1.0)
+    assert report.refused == {"shut": 2} and report.groups["open"].admitted == 2
+    assert report.to_dict()["refused_submissions"] == {"shut": 2}
