@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hami_devices.config import HamiConfig
-from hami_devices.models import Grant
+from hami_devices.models import DeviceInfo, Grant
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,13 @@ def core_capacity(config: HamiConfig) -> int:
 def memory_capacity(memory_mib: int, factor: float) -> int:
     """MiB of a device of ``memory_mib`` that may be granted under the memory ``factor``."""
     return int(memory_mib * factor)
+
+
+def device_memory_capacity(info: DeviceInfo, rule_factor: float) -> int:
+    """MiB of this device that may be granted: its node's factor (``node-config``) where set, else the rule's."""
+    return memory_capacity(info.memory_mib, rule_factor if info.memory_factor is None else info.memory_factor)
+
+
+def device_core_capacity(info: DeviceInfo, rule_capacity: int) -> int:
+    """Cores (percent) this device's sharers may hold: its node's (``node-config``) where set, else the rule's."""
+    return rule_capacity if info.core_capacity is None else info.core_capacity

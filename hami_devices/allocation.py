@@ -203,18 +203,14 @@ def allocate(
     return handle
 
 
-def _learn(
-    view: LedgerView,
-    config: HamiConfig,
-    request: ResourceRequest,
-    policy: Policy | str | None,
-    policies: str | Path | None,
-) -> None:
+def _learn(view: LedgerView, config: HamiConfig, request: ResourceRequest, policy: Policy | str | None,
+           policies: str | Path | None) -> None:
     """A placement decided elsewhere still teaches the ledger's workload mix, as a request placed here would."""
     user = configured_policies(config.scheduler.policy_files, policies)
-    weights = resolve_policy(policy or config.scheduler.policy, user).weights
+    named = [policy] if policy else [config.scheduler.device_level_policy, config.scheduler.node_level_policy]
+    named += [p for p in (request.policy.device, request.policy.node) if p] if request.policy else []
     settings = config.scheduler.workload_mix
-    if weights.get("fragmentation", 0) <= 0 or settings.mode != "online":
+    if settings.mode != "online" or all(resolve_policy(p, user).weights.get("fragmentation", 0) <= 0 for p in named):
         return
     learner = mixes.load_from(view) or mixes.OnlineMix(half_life=settings.half_life, max_shapes=settings.max_shapes)
     learner.observe(request)

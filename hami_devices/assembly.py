@@ -16,6 +16,8 @@ from hami_devices.config import HamiConfig, load_config
 from hami_devices.discovery import complete_inventory, load_inventory_for
 from hami_devices.inventory import Inventory
 from hami_devices.ledger import Ledger
+from hami_devices.models import RequestDefaults
+from hami_devices.nodeconfig import configure_inventory
 from hami_devices.registry import VendorRegistry, load_vendors
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine
@@ -48,7 +50,7 @@ def build_engine(
     registry = registry or load_vendors(config=config)
     if not isinstance(inventory, Inventory):
         inventory = load_inventory_for(inventory, registry, config)
-    inventory = complete_inventory(inventory, registry)
+    inventory = complete_inventory(configure_inventory(inventory, config), registry)
     cluster = ClusterState.from_inventory(inventory, rules=registry.adapters)
     engine = configure_engine(cluster, config, policy=policy, policies=policies, mix=mix)
     if ledger is not None:
@@ -68,16 +70,30 @@ def configure_engine(
     policies: str | Path | None = None,
     mix: WorkloadMix | None = None,
 ) -> Engine:
-    """An engine over ``cluster`` with the configuration's policy, user policies and workload mix.
+    """An engine over ``cluster`` with the configuration's policies, defaults, user policies and workload mix.
 
+    ``policy`` (a command line's ``--policy``) sets both levels; else ``scheduler.device-policy`` and
+    ``scheduler.node-policy``, each defaulting to ``scheduler.policy``.  ``scheduler.default-*`` fill
+    the parts that omit them; ``keep-cpu-tasks-off-accelerators`` taints the nodes with devices.
     ``scheduler.workload-mix``: a declared mix, or the online learner's settings and
     a saved learned mix to continue from; ``mix`` (a declared mix) overrides it.
     """
-    settings = config.scheduler.workload_mix
+    sched = config.scheduler
+    settings = sched.workload_mix
     if mix is None and settings.mode == "declared":
         mix = declared_mix([s.model_dump() for s in settings.shapes], source="scheduler.workload-mix")
-    user = configured_policies(config.scheduler.policy_files, policies)
-    engine = Engine(cluster, policy or config.scheduler.policy, user_policies=user, mix=mix)
+    user = configured_policies(sched.policy_files, policies)
+    device_policy = policy or sched.device_level_policy
+    node_policy = policy or sched.node_level_policy
+    cluster.taint_accelerators = sched.keep_cpu_tasks_off_accelerators
+    engine = Engine(
+        cluster,
+        device_policy,
+        node_policy=None if node_policy == device_policy else node_policy,
+        user_policies=user,
+        mix=mix,
+        defaults=RequestDefaults.parse_memory(sched.default_memory, sched.default_cores, sched.default_count),
+    )
     if mix is None and engine.learned_mix() is not None:
         engine.use_learned_mix(
             OnlineMix.load(settings.file)

@@ -7,13 +7,14 @@ Keys follow the names HAMi users already write (``scheduler.policy``,
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from hami_devices.errors import InvalidConfig
-from hami_devices.models import first_error
+from hami_devices.models import every_error
 from hami_devices.yamlfile import read_yaml
 
 BUILTIN_POLICIES = ("binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware", "bestfit")
@@ -77,18 +78,77 @@ class WorkloadMixConfig(_Section):
         return self
 
 
+_PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*%\s*$")
+
+
 class SchedulerConfig(_Section):
     policy: str = Field(
         default="binpack",
         min_length=1,
         description="a built-in policy (binpack, spread, latency-aware, topology-aware, fragmentation-aware, "
-        "bestfit) or the name of a user policy from policy-files",
+        "bestfit) or the name of a user policy from policy-files; shorthand for node-policy and device-policy",
+    )
+    node_policy: str | None = Field(
+        default=None,
+        min_length=1,
+        alias="node-policy",
+        description="the policy that chooses the node (HAMi's nodeSchedulerPolicy): a node is judged by the mean "
+        "of this policy's device scores over its candidate devices; default: policy",
+    )
+    device_policy: str | None = Field(
+        default=None,
+        min_length=1,
+        alias="device-policy",
+        description="the policy that chooses the devices on the chosen node (HAMi's gpuSchedulerPolicy); "
+        "default: policy",
+    )
+    default_memory: int | str = Field(
+        default=0,
+        alias="default-memory",
+        description="memory of a request part that gives none (HAMi's defaultMem): MiB, or a percent of the "
+        "device ('50%'); 0 = the whole device",
+    )
+    default_cores: int = Field(
+        default=0, ge=0, le=100, alias="default-cores",
+        description="cores (percent of a device) of a part that gives none (HAMi's defaultCores)",
+    )
+    default_count: int = Field(
+        default=1, ge=1, le=64, alias="default-count",
+        description="devices of a part that gives no count (HAMi's defaultGPUNum)",
+    )
+    keep_cpu_tasks_off_accelerators: bool = Field(
+        default=False,
+        alias="keep-cpu-tasks-off-accelerators",
+        description="taint every node that has devices with hami.io/accelerator (NoSchedule): requests with "
+        "device parts tolerate it, a host-only request only when its tolerations name it",
     )
     workload_mix: WorkloadMixConfig = Field(default_factory=WorkloadMixConfig, alias="workload-mix")
     policy_files: list[str] = Field(default_factory=list, alias="policy-files")
     resource_allocation: ResourceAllocation = Field(
         default_factory=ResourceAllocation, alias="resource-allocation"
     )
+
+    @field_validator("default_memory")
+    @classmethod
+    def _memory_form(cls, value: int | str) -> int | str:
+        if isinstance(value, bool):
+            raise ValueError("MiB (a whole number >= 0) or a percent such as '50%'")
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError("MiB must be >= 0 (0: the whole device)")
+            return value
+        match = _PERCENT.match(value)
+        if match is None or not 0 < float(match[1]) <= 100:
+            raise ValueError("MiB (a whole number >= 0) or a percent in (0, 100] such as '50%'")
+        return f"{float(match[1]):g}%"
+
+    @property
+    def node_level_policy(self) -> str:
+        return self.node_policy or self.policy
+
+    @property
+    def device_level_policy(self) -> str:
+        return self.device_policy or self.policy
 
 
 class DevicePluginConfig(_Section):
@@ -119,6 +179,42 @@ class DevicePluginConfig(_Section):
     core_scaling: float = Field(default=1.0, gt=0, le=10.0, alias="core-scaling")
 
 
+class DeviceFilter(_Section):
+    """Devices a node keeps out of use (HAMi's filterdevices): any listed uuid, model or index."""
+
+    uuids: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list, description="model names as requests use them (aliases too)")
+    indexes: list[int] = Field(default_factory=list, description="the vendor's device index on the node")
+
+
+class NodeConfig(_Section):
+    """Settings for the nodes an entry selects (HAMi's per-node nodeconfig)."""
+
+    name: str | None = Field(
+        default=None, min_length=1, description="node name, or a shell-style pattern ('gpu-*', 'node-[0-3]')"
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="labels the node must all carry (inventory labels; a hardware node "
+        "has none unless its inventory entry gives them)"
+    )
+    memory_scaling: float | None = Field(
+        default=None, gt=0, le=10.0, alias="memory-scaling", description="replaces device-plugin.memory-scaling"
+    )
+    split_count: int | None = Field(
+        default=None, ge=1, le=128, alias="split-count", description="replaces each device's split count"
+    )
+    core_scaling: float | None = Field(
+        default=None, gt=0, le=10.0, alias="core-scaling", description="replaces device-plugin.core-scaling"
+    )
+    filter_devices: DeviceFilter = Field(default_factory=DeviceFilter, alias="filter-devices")
+
+    @model_validator(mode="after")
+    def _selects_something(self) -> NodeConfig:
+        if self.name is None and not self.labels:
+            raise ValueError("select nodes by name, labels or both")
+        return self
+
+
 class HamiConfig(_Section):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     device_plugin: DevicePluginConfig = Field(default_factory=DevicePluginConfig, alias="device-plugin")
@@ -126,9 +222,17 @@ class HamiConfig(_Section):
         default=None, alias="node-name",
         description="this node's name (after --node-name, before NODE_NAME and the host's name): see node_identity",
     )
+    node_config: list[NodeConfig] = Field(
+        default_factory=list,
+        alias="node-config",
+        description="per-node settings (HAMi's nodeconfig): each entry selects nodes by name pattern and/or "
+        "labels and sets memory-scaling, split-count, core-scaling and filter-devices there; every matching "
+        "entry applies, in order, a later one overriding the keys it sets",
+    )
 
 
 def parse_config(data: Any, source: str = "<config>") -> HamiConfig:
+    """Validate a configuration; ``InvalidConfig`` names every key that is wrong, not only the first."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -136,8 +240,7 @@ def parse_config(data: Any, source: str = "<config>") -> HamiConfig:
     try:
         return HamiConfig.model_validate(data)
     except ValidationError as exc:
-        field, message = first_error(exc)
-        raise InvalidConfig(field, message, source=source) from None
+        raise InvalidConfig.all_of(every_error(exc), source=source) from None
 
 
 def load_config(path: str | Path) -> HamiConfig:

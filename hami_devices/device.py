@@ -84,6 +84,15 @@ class Device(ABC):
         """Set the node a discovered device is on (adapters leave it to discovery: ``node_identity``)."""
         self._info = self._info.model_copy(update={"node": node})
 
+    def reconfigure(self, info: DeviceInfo) -> None:
+        """Take the facts the configuration sets on this device (``node-config``: split count, memory
+        factor, core capacity); the uuid must stay the same."""
+        if info.uuid != self._info.uuid:
+            raise HamiError(f"reconfigure: {info.uuid!r} is not device {self._info.uuid!r}")
+        if info != self._info:
+            self._info = info
+            FACTS.changed()
+
     @property
     def uuid(self) -> str:
         return self._info.uuid

@@ -12,6 +12,7 @@ from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
 from hami_devices.models import DeviceInfo, DeviceTraits
 from hami_devices.node_identity import node_name
+from hami_devices.nodeconfig import configure_devices, configure_inventory
 from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
 
@@ -31,14 +32,18 @@ def discover(
     hardware, and the devices are on this node: ``node``, else the configuration's
     ``node-name``, else ``NODE_NAME``, else the host's name (``node_identity``).  A vendor
     whose library is absent contributes nothing (``hami-devices vendors`` says why).
+    The configuration's ``node-config`` applies either way: filtered devices are left
+    out, and the node's scaling and split count are set on the others.
     """
     registry = registry or load_vendors(vendors, config)
+    config = config or HamiConfig()
     ledger = ledger or MemoryLedger()
     devices: list[Device] = []
     if inventory is not None:
         inv = inventory if isinstance(inventory, Inventory) else load_inventory_for(inventory, registry, config)
+        inv = configure_inventory(inv, config)
         for spec in inv.nodes:
-            host = HostResources(spec.cpu_milli, spec.memory_mib, dict(spec.labels))
+            host = HostResources(spec.cpu_milli, spec.memory_mib, dict(spec.labels), list(spec.taints))
             by_vendor: dict[str, list[DeviceInfo]] = {}
             for info in spec.devices:
                 by_vendor.setdefault(info.vendor, []).append(info)
@@ -61,7 +66,23 @@ def discover(
         here = node_name(node, config)
         for device in devices:
             device.name_node(here)
-    return devices
+    return _configured(devices, config)
+
+
+def _configured(devices: list[Device], config: HamiConfig) -> list[Device]:
+    """Hardware devices with ``node-config`` applied (the node named by ``node_identity``)."""
+    if not config.node_config:
+        return devices
+    by_node: dict[str, list[Device]] = {}
+    for device in devices:
+        by_node.setdefault(device.info.node, []).append(device)
+    kept: set[str] = set()
+    for node, members in by_node.items():
+        for info in configure_devices(config, node, [d.info for d in members]):
+            device = next(d for d in members if d.uuid == info.uuid)
+            device.reconfigure(info)
+            kept.add(info.uuid)
+    return [d for d in devices if d.uuid in kept]
 
 
 def load_inventory_for(path: str | Path, registry: VendorRegistry, config: HamiConfig | None = None) -> Inventory:
@@ -71,8 +92,9 @@ def load_inventory_for(path: str | Path, registry: VendorRegistry, config: HamiC
         adapter = registry.adapters.get(vendor)
         return adapter.traits_for(model) if adapter is not None else None
 
-    split_count = (config or HamiConfig()).device_plugin.split_count
-    return load_inventory(path, split_count_default=split_count, traits_for=traits_for)
+    config = config or HamiConfig()
+    inventory = load_inventory(path, split_count_default=config.device_plugin.split_count, traits_for=traits_for)
+    return configure_inventory(inventory, config)
 
 
 def complete_inventory(inventory: Inventory, registry: VendorRegistry) -> Inventory:

@@ -34,6 +34,9 @@ class ReasonCode(StrEnum):
     NODE_INSUFFICIENT_MEMORY = "NodeInsufficientMemory"
     NODE_TOPOLOGY_UNSATISFIED = "NodeTopologyUnsatisfied"
     NODE_UNSCHEDULABLE = "NodeUnschedulable"
+    NODE_SELECTOR_MISMATCH = "NodeSelectorMismatch"
+    NODE_TAINT_NOT_TOLERATED = "NodeTaintNotTolerated"
+    NODE_ANTI_AFFINITY = "NodeAntiAffinity"
     UNKNOWN_VENDOR = "UnknownVendor"
     UNKNOWN_MODEL = "UnknownModel"
     PLACEMENT_STALE = "PlacementStale"
@@ -58,14 +61,35 @@ class HamiError(Exception):
 
 
 class InvalidRequest(HamiError, ValueError):
-    """Input that does not validate.  ``field`` names the offending field (dotted path)."""
+    """Input that does not validate.  ``field`` names the offending field (dotted path).
 
-    def __init__(self, field: str, message: str, *, source: str | None = None) -> None:
+    ``errors``: every (field, message) found, the first being ``field``/``message``; a
+    file that breaks several rules says all of them in one error.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        message: str,
+        *,
+        source: str | None = None,
+        more: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.field = field
         self.message = message
         self.source = source
+        self.errors: list[tuple[str, str]] = [(field, message), *more]
         where = f"{source}: " if source else ""
-        super().__init__(f"{where}{field}: {message}")
+        text = f"{where}{field}: {message}"
+        if more:
+            text += "".join(f"; {f}: {m}" for f, m in more) + f" ({len(self.errors)} errors)"
+        super().__init__(text)
+
+    @classmethod
+    def all_of(cls, errors: Sequence[tuple[str, str]], *, source: str | None = None) -> InvalidRequest:
+        """One error carrying every (field, message) of ``errors`` (at least one)."""
+        (field, message), *more = errors
+        return cls(field, message, source=source, more=more)
 
 
 class InvalidConfig(InvalidRequest):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hami_devices import traits as traits_catalog
 from hami_devices.errors import InvalidInventory, InvalidRequest
-from hami_devices.models import DeviceInfo, DeviceTraits, Health, first_error
+from hami_devices.models import DeviceInfo, DeviceTraits, Health, Taint, first_error
 from hami_devices.yamlfile import read_yaml
 
 FABRIC_LINKS = {"nvlink", "hccs", "mlu-link", "xgmi"}
@@ -47,6 +47,7 @@ class NodeEntrySpec(_Strict):
     cpu_milli: int = Field(default=64_000, ge=0)
     memory_mib: int = Field(default=262_144, ge=0)
     labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list, description="keep off requests that do not tolerate them")
     devices: list[DeviceGroupSpec] = Field(default_factory=list)
 
 
@@ -55,12 +56,13 @@ class InventorySpec(_Strict):
 
 
 class NodeSpec(BaseModel):
-    """One node: host CPU and memory, labels, and its devices."""
+    """One node: host CPU and memory, labels, taints, and its devices."""
 
     name: str
     cpu_milli: int
     memory_mib: int
     labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
     devices: list[DeviceInfo] = Field(default_factory=list)
 
 
@@ -179,6 +181,7 @@ def parse_inventory(
                         cpu_milli=entry.cpu_milli,
                         memory_mib=entry.memory_mib,
                         labels=entry.labels,
+                        taints=entry.taints,
                         devices=_node_devices(name, entry.devices, f"nodes.{n}", split_count_default, traits_for),
                     )
                 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hami_devices import limiter
@@ -18,6 +18,7 @@ from hami_devices.models import (
     Metrics,
     MetricValue,
     ProcessUsage,
+    Taint,
 )
 
 MIB = 1024 * 1024
@@ -25,11 +26,12 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class HostResources:
-    """The host CPU and memory of a device's node, and its labels, where an inventory describes them."""
+    """The host CPU and memory of a device's node, its labels and taints, where an inventory describes them."""
 
     cpu_milli: int
     memory_mib: int
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
 
 
 @dataclass

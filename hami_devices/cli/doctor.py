@@ -45,6 +45,12 @@ def register(subparsers: Any) -> None:
         help="the kubelet plugin folder a DRA node plugin needs (checked in a pod by default)",
     )
     parser.add_argument(
+        "--inventory",
+        metavar="FILE",
+        type=Path,
+        help="show the configuration's node-config values on this inventory's nodes (default: this node)",
+    )
+    parser.add_argument(
         "--no-limiter-probe",
         dest="limiter_probe",
         action="store_false",
@@ -63,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         dev_root=args.dev_root,
         limiter_probe=args.limiter_probe,
         kubelet_dir=args.kubelet_dir,
+        inventory=args.inventory,
     )
     report = run_doctor(options)
     if args.json:

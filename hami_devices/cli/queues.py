@@ -9,7 +9,7 @@ from hami_devices.cli.output import emit_json, print_table
 from hami_devices.queueing.events import Event, EventKind
 from hami_devices.queueing.loop import AdmissionLoop
 from hami_devices.queueing.replay import CORES, replay
-from hami_devices.queueing.spec import load_queues
+from hami_devices.queueing.spec import load_queues, queues_schema
 from hami_devices.queueing.workload import load_timed_workload
 from hami_devices.scheduling.policies import BUILTIN
 
@@ -28,6 +28,9 @@ def register(subparsers: Any) -> None:
     check.add_argument("--config", metavar="FILE", help="configuration YAML")
     check.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     check.set_defaults(func=run_check)
+
+    schema = verbs.add_parser("schema", help="print the JSON Schema of the queue file")
+    schema.set_defaults(func=run_schema)
 
     sim = verbs.add_parser(
         "simulate",
@@ -59,12 +62,21 @@ def _amounts(amounts: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in amounts.items()) or "-"
 
 
+def run_schema(args: argparse.Namespace) -> int:
+    emit_json(queues_schema())
+    return 0
+
+
 def run_check(args: argparse.Namespace) -> int:
+    """The tree, and with ``--inventory`` the guarantees the cluster cannot honour (exit status 1)."""
     spec = load_queues(args.queues)
     capacity: dict[str, float] = {}
+    short: list[dict[str, Any]] = []
     if args.inventory:
         loop = AdmissionLoop.from_config(args.inventory, spec, args.config)
         capacity = loop.resources.to_dict(loop.tree.capacity)
+        short = [{"resource": k, "guaranteed": _num(g), "capacity": _num(c), "shortfall": _num(g - c)}
+                 for k, g, c in loop.tree.unhonoured()]
     rows: list[dict[str, Any]] = []
 
     def walk(queue: Any, depth: int) -> None:
@@ -78,7 +90,10 @@ def run_check(args: argparse.Namespace) -> int:
                 "weight": queue.weight,
                 "min_runtime_s": queue.min_runtime,
                 "strict_fifo": queue.strict_fifo,
-                "preemption": queue.preemption.model_dump(by_alias=True),
+                "preemption": queue.preemption.model_dump(by_alias=True, exclude={"reclaim", "priority"}),
+                "reclaimable": queue.reclaimable,
+                "state": queue.state,
+                "stop_policy": queue.stop_policy,
             }
         )
         for child in queue.children:
@@ -87,12 +102,12 @@ def run_check(args: argparse.Namespace) -> int:
     for top in spec.queues:
         walk(top, 0)
     if args.json:
-        emit_json(
-            {"queues": rows, "capacity": capacity, "classes": {k: v.model_dump() for k, v in spec.classes.items()}}
-        )
-        return 0
+        emit_json({"queues": rows, "capacity": capacity, "unhonoured": short, "valid": not short,
+                   "classes": {k: v.model_dump() for k, v in spec.classes.items()},
+                   "priority_classes": spec.priority_classes})
+        return 1 if short else 0
     print_table(
-        ["QUEUE", "GUARANTEE", "LIMIT", "WEIGHT", "MIN-RUNTIME", "EVICTS"],
+        ["QUEUE", "GUARANTEE", "LIMIT", "WEIGHT", "MIN-RUNTIME", "EVICTS", "STATE"],
         [
             [
                 "  " * r["depth"] + r["queue"],
@@ -100,21 +115,57 @@ def run_check(args: argparse.Namespace) -> int:
                 _amounts(r["limit"]),
                 f"{r['weight']:g}",
                 f"{r['min_runtime_s']:g}s",
-                ",".join(k for k, v in r["preemption"].items() if v) or "-",
+                _evicts(r["preemption"]),
+                _state(r),
             ]
             for r in rows
         ],
     )
     if capacity:
         print(f"\ncluster: {_amounts({k: int(v) if v != float('inf') else 'unbounded' for k, v in capacity.items()})}")
+    for s in short:
+        print(f"\n{s['resource']}: the top-level queues are guaranteed {s['guaranteed']}, the cluster holds "
+              f"{s['capacity']}: {s['shortfall']} short")
+    if short:
+        print(f"\n{args.queues}: guarantees the cluster cannot honour ({len(short)} resource(s))")
+        return 1
     print(f"\n{args.queues}: valid")
     return 0
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+def _evicts(preemption: dict[str, Any]) -> str:
+    out = []
+    if preemption["reclaim-within-cohort"] != "never":
+        out.append(f"reclaim:{preemption['reclaim-within-cohort']}")
+    if preemption["within-queue"] != "never":
+        out.append(f"within-queue:{preemption['within-queue']}")
+    borrow = preemption["borrow-within-cohort"]
+    if borrow["policy"] != "never":
+        cap = borrow.get("max-priority-threshold")
+        out.append("borrow:lower-priority" + ("" if cap is None else f"<={cap}"))
+    if preemption["fair-share"]:
+        out.append("fair-share")
+    return ",".join(out) or "-"
+
+
+def _state(row: dict[str, Any]) -> str:
+    words = [row["state"]]
+    if row["stop_policy"] != "none":
+        words.append(row["stop_policy"])
+    if not row["reclaimable"]:
+        words.append("not-reclaimable")
+    return ",".join(words)
 
 
 def _eviction_line(e: Event) -> str:
     lost = float(e.data.get("lost_device_seconds", 0.0)) / 3600.0
     requeued = "requeued" if e.data.get("requeued") else "not requeued"
-    who = f"t={e.time:g}s {e.queue}/{e.task} evicted [{e.reason}] for {e.data.get('by_queue')}/{e.by}"
+    whom = f" for {e.data.get('by_queue')}/{e.by}" if e.by else ""
+    who = f"t={e.time:g}s {e.queue}/{e.task} evicted [{e.reason}]{whom}"
     return f"{who}: {e.detail} ({lost:.3f} device-hours lost, {requeued})"
 
 

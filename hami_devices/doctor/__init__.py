@@ -25,12 +25,13 @@ class Options:
     dev_root: Path = Path("/dev")
     limiter_probe: bool = True
     kubelet_dir: Path | None = None
+    inventory: Path | None = None  # show node-config's effective values on these nodes (default: the hardware)
 
 
 def run_doctor(options: Options) -> Report:
     from hami_devices import __version__
     from hami_devices.config import HamiConfig, load_config
-    from hami_devices.doctor import context, shims, storage, vendors
+    from hami_devices.doctor import context, nodeconfig, shims, storage, vendors
     from hami_devices.errors import HamiError
     from hami_devices.registry import load_vendors
 
@@ -41,6 +42,9 @@ def run_doctor(options: Options) -> Report:
         config = HamiConfig()  # the config check above says what is wrong; the rest runs on the defaults
     registry = load_vendors(options.vendors, config)
     checks += vendors.vendor_checks(registry, options.dev_root)
+    node_settings = nodeconfig.node_config_check(config, registry, options.inventory)
+    if node_settings is not None:
+        checks.append(node_settings)
     checks += shims.shim_checks(registry.adapters, probe=options.limiter_probe)
     checks += [storage.region_dir_check(), storage.ledger_check(options.ledger), context.container_check()]
     kubelet = context.kubelet_check(options.kubelet_dir)

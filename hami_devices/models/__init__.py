@@ -17,15 +17,19 @@ from hami_devices.models.base import (
     MetricValue,
     NotAvailable,
     Precision,
+    every_error,
     first_error,
     is_available,
 )
+from hami_devices.models.constraints import ACCELERATOR_TAINT, RequestPolicy, Taint, Toleration
+from hami_devices.models.defaults import RequestDefaults
 from hami_devices.models.devices import DeviceInfo, DeviceTraits, Health, Interconnect, PartitionProfile
 from hami_devices.models.handles import DeviceHandle, Grant, group_key
 from hami_devices.models.metrics import AllocationUsage, Metrics, ProcessUsage
 from hami_devices.models.requests import ModelReference, RequestPart, ResourceRequest, TaskType, use_model_sizer
 
 __all__ = [
+    "ACCELERATOR_TAINT",
     "NOT_AVAILABLE",
     "PRECISIONS",
     "PRECISION_BYTES",
@@ -44,9 +48,14 @@ __all__ = [
     "PartitionProfile",
     "Precision",
     "ProcessUsage",
+    "RequestDefaults",
     "RequestPart",
+    "RequestPolicy",
     "ResourceRequest",
+    "Taint",
     "TaskType",
+    "Toleration",
+    "every_error",
     "first_error",
     "group_key",
     "is_available",

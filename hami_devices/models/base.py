@@ -31,9 +31,15 @@ def is_available(value: object) -> bool:
 
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """The dotted location and message of the first pydantic error."""
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err.get("loc", ())) or "<root>"
-    return field, str(err.get("msg", "invalid value"))
+    return every_error(exc)[0]
+
+
+def every_error(exc: ValidationError) -> list[tuple[str, str]]:
+    """The dotted location and message of every pydantic error, in the order pydantic found them."""
+    return [
+        (".".join(str(p) for p in err.get("loc", ())) or "<root>", str(err.get("msg", "invalid value")))
+        for err in exc.errors()
+    ]
 
 
 class _TypedErrorsMeta(ModelMetaclass):

@@ -70,6 +70,12 @@ class DeviceInfo(HamiModel):
     native_compute_units: dict[str, int] = Field(default_factory=dict)
     partitions: list[PartitionProfile] = Field(default_factory=list)
     split_count: int = Field(default=10, ge=1)
+    memory_factor: float | None = Field(
+        default=None, gt=0, description="share of memory that may be granted, set by node-config (None: the rule's)"
+    )
+    core_capacity: int | None = Field(
+        default=None, ge=1, description="sum of cores its sharers may hold, set by node-config (None: the rule's)"
+    )
     traits: DeviceTraits | None = None
     topology: dict[str, int] = Field(
         default_factory=dict, description="pair score 0..100 to each other device uuid on the node"

@@ -9,6 +9,7 @@ from typing import Any, Literal, Self
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from hami_devices.models.base import HamiModel, Precision
+from hami_devices.models.constraints import RequestPolicy, Toleration
 
 
 class TaskType(StrEnum):
@@ -50,13 +51,24 @@ class ModelReference(HamiModel):
 
 
 class RequestPart(HamiModel):
-    """One tier of a request: ``count`` devices, each granted this share."""
+    """One tier of a request: ``count`` devices, each granted this share.
+
+    A part that omits ``count``, ``cores`` or its memory (``memory_mib``, ``memory_percent``,
+    ``model_ref``) takes the engine's defaults: ``scheduler.default-count`` (1),
+    ``scheduler.default-cores`` (0) and ``scheduler.default-memory`` (0: the whole device), as
+    HAMi's ``defaultGPUNum``, ``defaultCores`` and ``defaultMem`` do.
+    """
 
     name: str | None = None
-    count: int = Field(default=1, ge=1, le=64)
-    memory_mib: int | None = Field(default=None, gt=0)
-    memory_percent: float | None = Field(default=None, gt=0, le=100)
-    cores: int = Field(default=0, ge=0, le=100, description="percent of one device; 100 = exclusive")
+    count: int = Field(default=1, ge=1, le=64, description="devices; omitted: scheduler.default-count")
+    memory_mib: int | None = Field(
+        default=None, gt=0, description="MiB per device; with no memory_percent either: scheduler.default-memory"
+    )
+    memory_percent: float | None = Field(default=None, gt=0, le=100, description="percent of each device's memory")
+    cores: int = Field(
+        default=0, ge=0, le=100,
+        description="percent of one device; 100 = exclusive; omitted: scheduler.default-cores",
+    )
     vendors: list[str] = Field(default_factory=list)
     exclude_vendors: list[str] = Field(default_factory=list)
     models: list[str] = Field(default_factory=list)
@@ -72,6 +84,11 @@ class RequestPart(HamiModel):
         description="what the card cannot hold physically of this share is served from host memory (limiter)",
     )
     model_ref: ModelReference | None = Field(default=None, description="size the part from a model (sizing)")
+    anti_affinity: list[str] = Field(
+        default_factory=list,
+        description="names of other parts of this request that must not share a node with this one "
+        "(needs same_node: false)",
+    )
 
     @model_validator(mode="after")
     def _one_memory_form(self) -> Self:
@@ -94,6 +111,11 @@ class RequestPart(HamiModel):
     @property
     def exclusive(self) -> bool:
         return self.cores >= 100
+
+    @property
+    def gives_memory(self) -> bool:
+        """Whether the part says its memory (else the default memory applies)."""
+        return self.memory_mib is not None or self.memory_percent is not None or self.model_ref is not None
 
     def memory_for(self, device_memory_mib: int) -> int:
         """The MiB this part needs on a device of ``device_memory_mib``."""
@@ -130,15 +152,46 @@ class ResourceRequest(HamiModel):
         "(the queue loop requeues it); false: an eviction loses what cannot be redone, so such a task is evicted "
         "only when no recomputable choice exists, and is not requeued. Read only when preemptible is true",
     )
+    priority_class: str | None = Field(
+        default=None,
+        description="a priority class of the queue file (Kueue's WorkloadPriorityClass): the queue loop sets "
+        "priority to its value",
+    )
     queue: str = "default"
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="soft: nodes carrying them score higher (locality); see node_selector"
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="labels a node must all carry to be used (hard)"
+    )
+    tolerations: list[Toleration] = Field(default_factory=list, description="node taints this request tolerates")
+    policy: RequestPolicy | None = Field(
+        default=None,
+        description="this request's node and device policies (a name: both), overriding the engine's",
+    )
 
     @field_validator("parts")
     @classmethod
     def _asks_for_something(cls, parts: list[RequestPart], info: ValidationInfo) -> list[RequestPart]:
         if not parts and not (info.data.get("host_cpu_milli") or info.data.get("host_memory_mib")):
             raise ValueError("a request needs at least one part, or host_cpu_milli / host_memory_mib")
+        names = [p.name for p in parts if p.name is not None]
+        for i, part in enumerate(parts):
+            unknown = [n for n in part.anti_affinity if n not in names or n == part.name]
+            if unknown:
+                raise ValueError(f"parts.{i}.anti_affinity names {unknown}: not another part of this request")
         return parts
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _one_name_for_both(cls, value: Any) -> Any:
+        return {"node": value, "device": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _apart_needs_nodes(self) -> Self:
+        if self.same_node and any(p.anti_affinity for p in self.parts):
+            raise ValueError("anti-affinity keeps parts on different nodes: set same_node: false")
+        return self
 
     @property
     def device_count(self) -> int:

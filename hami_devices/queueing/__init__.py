@@ -5,10 +5,12 @@
 * ``loop``: ``AdmissionLoop`` (submit, cancel, finish, tick; events).
 * ``preemption`` / ``victims``: who may be evicted and the cheapest set that makes room.
 * ``workload`` / ``replay``: timed workloads and their replay with per-queue figures.
+* ``runner``: ``QueueRunner``, the loop's decisions committed to a ledger (allocate, evict, release).
 """
 
 from hami_devices.queueing.events import Event, EventKind, EvictionReason, WaitReason
 from hami_devices.queueing.loop import AdmissionLoop, PreemptionPlan
+from hami_devices.queueing.runner import QueueRunner
 from hami_devices.queueing.spec import QueueFile, QueueSpec, load_queues, parse_queues
 from hami_devices.queueing.tasks import Task, TaskState
 
@@ -19,6 +21,7 @@ __all__ = [
     "EvictionReason",
     "PreemptionPlan",
     "QueueFile",
+    "QueueRunner",
     "QueueSpec",
     "Task",
     "TaskState",

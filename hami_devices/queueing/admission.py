@@ -36,23 +36,22 @@ def judge_quota(
         placement, charge = retry
     if tree.entitled_at(task.queue, charge) is not None:
         return placement, charge, "guaranteed", ""
-    if tree.lends_all and task.interruptible:
+    reclaimable = tree.reclaimable_by_others(task.queue, task.interruptible)
+    if tree.lends_all and reclaimable:
         return placement, charge, "borrowing", ""
     free = tree.capacity - resources.used()
     blocked = tree.lending_blocked(task.queue, charge, free)
     if blocked is not None:
         return None, charge, WaitReason.LENDING_LIMIT, f"borrowing: {blocked}"
-    if not task.interruptible:
+    if not reclaimable:
         blocked = tree.lending_blocked(task.queue, charge, free, everything=True)
         if blocked is not None:
+            what = "not interruptible" if not task.interruptible else "in a queue that is not reclaimable"
             return (
                 None,
                 charge,
                 WaitReason.GUARANTEES_RESERVED,
-                (
-                    f"over its queue's guarantee and not interruptible, it may borrow only what no queue is "
-                    f"guaranteed: {blocked}"
-                ),
+                f"over its queue's guarantee and {what}, it may borrow only what no queue is guaranteed: {blocked}",
             )
     return placement, charge, "borrowing", ""
 

@@ -23,6 +23,8 @@ class EvictionReason(StrEnum):
     RECLAIM = "reclaim"  # a queue takes back its guarantee from a borrower
     PRIORITY = "priority"  # a higher-priority task of the same queue
     FAIR_SHARE = "fair-share"  # a queue below its weighted share of idle capacity
+    BORROW_WITHIN_COHORT = "borrow-within-cohort"  # a higher-priority borrower takes another queue's borrowed room
+    STOP_POLICY = "stop-policy"  # the queue's stop-policy is hold-and-drain
 
 
 class WaitReason(StrEnum):
@@ -31,6 +33,8 @@ class WaitReason(StrEnum):
     GUARANTEES_RESERVED = "guarantees-reserved"  # not interruptible: may borrow only what nobody is guaranteed
     NO_CAPACITY = "no-capacity"  # does not fit now, and no eviction is allowed or would help
     STRICT_FIFO = "strict-fifo"  # behind an earlier task of a strict-FIFO queue
+    QUEUE_CLOSED = "queue-closed"  # its queue (or one above) is closed
+    QUEUE_HELD = "queue-held"  # its queue (or one above) has a stop-policy
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ recomputed) and the task is booked at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from hami_devices.errors import HamiError
+from hami_devices.errors import HamiError, InvalidRequest
 from hami_devices.models import ResourceRequest
 from hami_devices.queueing.admission import judge_quota
 from hami_devices.queueing.events import EventKind, EvictionReason
@@ -68,7 +69,30 @@ class Evictions(LoopState):
             data={"waited_s": now - task.submitted_at, "evicted": names},
         )
 
-    def _evict(self, victim: Task, reason: EvictionReason, by: Task, why: str, now: float) -> None:
+    def _drain(self, now: float) -> None:
+        """Evict every running task of a queue whose stop-policy is hold-and-drain (Kueue's HoldAndDrain)."""
+        for leaf, running in self._running.items():
+            if running and self.tree.drains(leaf):
+                why = f"queue {self.tree.nodes[leaf].name} is held and drained (stop-policy hold-and-drain)"
+                for victim in list(running.values()):
+                    self._evict(victim, EvictionReason.STOP_POLICY, None, why, now)
+
+    def requeue(self, name: str, *, now: float | None = None) -> Task:
+        """Put a running task back in line where it was (its booking forgotten), e.g. when the node agent
+        could not start it; it is considered again at the next tick."""
+        task = self.task(name)
+        if task.state != TaskState.RUNNING:
+            raise InvalidRequest("task", f"task {name!r} is {task.state}, not running")
+        now = self._now(now)
+        self._unbook(task)
+        task.started_at = None
+        task.state = TaskState.PENDING
+        self._enqueue(task)
+        self._emit(EventKind.REQUEUED, task, now)
+        self._dirty = True
+        return task
+
+    def _evict(self, victim: Task, reason: EvictionReason, by: Task | None, why: str, now: float) -> None:
         saved = self.checkpoints is not None and self.checkpoints.checkpointable(victim.name)
         if saved:
             assert self.checkpoints is not None
@@ -78,21 +102,19 @@ class Evictions(LoopState):
         self._unbook(victim)
         victim.evictions += 1
         self.counters.evicted += 1
-        requeue = self.requeue and victim.recomputable
+        requeue = self.requeue_victims and victim.recomputable
+        data: dict[str, Any] = {"lost_device_seconds": lost, "requeued": requeue, "checkpointed": saved}
+        if by is not None:
+            data["by_queue"] = self.tree.nodes[by.queue].name
         self._emit(
             EventKind.EVICTED,
             victim,
             now,
             reason=str(reason),
-            by=by.name,
+            by=None if by is None else by.name,
             detail=why,
             nodes=nodes,
-            data={
-                "lost_device_seconds": lost,
-                "requeued": requeue,
-                "by_queue": self.tree.nodes[by.queue].name,
-                "checkpointed": saved,
-            },
+            data=data,
         )
         victim.started_at = None  # ``placement`` stays: where it ran until it was evicted
         if requeue:
@@ -112,6 +134,9 @@ class Evictions(LoopState):
         """
         now = self._now(now)
         leaf = self.tree.leaf(request.queue)
+        if self.tree.held(leaf.index) is not None:
+            return None
+        request = self._prepared(request)
         task = Task(request.name or "<request>", request, leaf.index, now, -1)
         task.shape = "<dry-run>"
         task.estimate = self.resources.estimate(request)

@@ -21,9 +21,11 @@ runs passes until a fixed point:
   would wait for the same reason.
 
 Decisions come out as ``Event``s: ``subscribe(callback)`` or ``events()``.
-A node agent commits an admission with ``hd.allocate(devices, event placement)``
-(``task(name).placement``) and kills evicted tasks before starting the task
-they made room for.
+``QueueRunner`` (``runner``) commits them to a node's ledger: an admission with
+``hd.allocate(devices, task(name).placement)``, an eviction with
+``allocation.evict`` before the admission it makes room for, a finish with
+``hd.release``.  A queue's ``state`` and ``stop-policy`` say whether it takes and
+admits tasks (``set_queue_state`` changes them while the loop runs).
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ class AdmissionLoop(Evictions):
             request = ResourceRequest.model_validate(dict(request))
         now = self._now(now)
         leaf = self.tree.leaf(request.queue)
+        refused = self.tree.refuses(leaf.index)
+        if refused is not None:
+            raise InvalidRequest("queue", refused)
+        request = self._prepared(request)
         seq = next(self._seq)
         name = name or request.name or f"task-{seq}"
         if name in self.tasks and self.tasks[name].state in (TaskState.PENDING, TaskState.RUNNING):
@@ -103,6 +109,7 @@ class AdmissionLoop(Evictions):
     ) -> Task:
         """Take over a task already running on a booking of the cluster (after a restart, or admitted elsewhere)."""
         leaf = self.tree.leaf(request.queue)
+        request = self._prepared(request)
         booking = self.cluster.bookings.get(booking_id)
         if booking is None:
             raise InvalidRequest("booking_id", f"no booking {booking_id!r} in the cluster")
@@ -170,6 +177,7 @@ class AdmissionLoop(Evictions):
         out: list[Event] = []
         unsubscribe = self.bus.subscribe(out.append)
         try:
+            self._drain(now)
             for _ in range(MAX_PASSES):
                 self.counters.passes += 1
                 if not self._pass(now):
@@ -261,6 +269,10 @@ class AdmissionLoop(Evictions):
         started = time.perf_counter()
         timed = False
         try:
+            held = self.tree.held(task.queue)
+            if held is not None:
+                self._wait(task, *held, now)
+                return False
             limit = self.tree.over_limit(task.queue, task.estimate)
             if limit is not None:
                 self._wait(task, WaitReason.QUEUE_LIMIT, limit, now)

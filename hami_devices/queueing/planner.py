@@ -51,7 +51,7 @@ class EvictionPlanner:
         becomes eligible (``inf``: never), and how many searches ran."""
         wake = float("inf")
         searches = 0
-        for build in (rules.reclaim_rule, rules.priority_rule, rules.fair_share_rule):
+        for build in (rules.reclaim_rule, rules.priority_rule, rules.borrow_rule, rules.fair_share_rule):
             rule = build(self.tree, task, task.estimate)
             if rule is None:
                 continue
@@ -86,7 +86,8 @@ class EvictionPlanner:
                 free = self.tree.capacity - self.resources.used() + freed
                 if self.tree.lending_blocked(task.queue, charge, free) is not None:
                     continue
-                if not task.interruptible and self.tree.lending_blocked(task.queue, charge, free, everything=True):
+                unreclaimable = not self.tree.reclaimable_by_others(task.queue, task.interruptible)
+                if unreclaimable and self.tree.lending_blocked(task.queue, charge, free, everything=True):
                     continue
             return (rule, choice, charge), wake, searches
         return None, wake, searches
@@ -148,7 +149,14 @@ class EvictionPlanner:
                 f"{name_of[victim.queue].name}, which stays at or above its own"
             )
         if rule.reason == EvictionReason.PRIORITY:
+            if victim.priority == task.priority:
+                return f"priority {task.priority}, submitted before it, in queue {name_of[task.queue].name}"
             return f"priority {task.priority} over {victim.priority} in queue {name_of[task.queue].name}"
+        if rule.reason == EvictionReason.BORROW_WITHIN_COHORT:
+            return (
+                f"{name_of[task.queue].name} borrows with priority {task.priority} over {victim.priority}; "
+                f"{name_of[victim.queue].name} stays at or above its guarantee"
+            )
         return (
             f"{name_of[task.queue].name} (weighted share {tree.share(task.queue):.3f}) is below "
             f"{name_of[victim.queue].name} ({tree.share(victim.queue):.3f}) on idle capacity"

@@ -1,28 +1,40 @@
-"""Who may be evicted, for whom, and why: the three reasons as candidate filters and set rules.
+"""Who may be evicted, for whom, and why: the rules as candidate filters and set rules.
 
 For a pending task ``t`` of leaf queue ``q`` that does not fit (tried in this order):
 
-1. **reclaim** (``q``'s ``preemption.reclaim``, on by default): ``t`` is entitled
-   at queue ``a`` (``q`` or an ancestor; see ``tree``).  Candidates: interruptible
-   tasks of queues outside ``a``'s subtree.  Set rule: every queue on a victim's
-   path below its common ancestor with ``q`` keeps its guarantee (floor), and
-   ``t`` still fits ``a``'s guarantee with its exact charge.
-2. **priority** (``preemption.priority``): candidates are interruptible tasks of
-   ``q`` itself with a strictly lower priority.  Set rule: ``q``'s limits hold
-   with the victims gone and ``t`` admitted.
-3. **fair-share** (``preemption.fair-share``), for a borrowing ``t``: candidates are
-   interruptible tasks of other queues.  Set rule: floors, and at the level where
-   the two queues' paths part, ``t``'s side after admission has a weighted share
-   no higher than the victim's side after the evictions, and strictly lower than
-   the victim's side before.
+1. **reclaim** (``q``'s ``reclaim-within-cohort``, Kueue's reclaimWithinCohort:
+   ``any`` by default, ``lower-priority``, ``never``): ``t`` is entitled at queue
+   ``a`` (``q`` or an ancestor; see ``tree``).  Candidates: interruptible tasks of
+   reclaimable queues outside ``a``'s subtree (with ``lower-priority``, of strictly
+   lower priority than ``t``).  Set rule: every queue on a victim's path below its
+   common ancestor with ``q`` keeps its guarantee (floor), and ``t`` still fits
+   ``a``'s guarantee with its exact charge.
+2. **within-queue** (Kueue's withinClusterQueue: ``never`` by default,
+   ``lower-priority``, ``lower-or-newer-equal-priority``): candidates are
+   interruptible tasks of ``q`` itself with a strictly lower priority, or, with
+   ``lower-or-newer-equal-priority``, an equal priority and a later submission.
+   Set rule: ``q``'s limits hold with the victims gone and ``t`` admitted, and
+   equal-priority victims only when ``t`` is then within a guarantee on its path.
+3. **borrow-within-cohort** (Kueue's borrowWithinCohort, ``policy:
+   lower-priority``), for a borrowing ``t``: candidates are interruptible tasks
+   of other reclaimable queues with a priority strictly below ``t``'s and at most
+   ``max-priority-threshold``.  Set rule: floors.
+4. **fair-share** (``preemption.fair-share``), for a borrowing ``t``: candidates are
+   interruptible tasks of other reclaimable queues.  Set rule: floors, and at the
+   level where the two queues' paths part, ``t``'s side after admission has a
+   weighted share no higher than the victim's side after the evictions, and
+   strictly lower than the victim's side before.
 
-Every candidate has run at least its own queue's ``min-runtime``.  Reclaim and
-fair-share never pick a victim of ``q``'s own path (a queue does not reclaim from
-itself).  Why these settle: reclaim only moves capacity towards a queue below its
-guarantee from queues that stay at or above theirs, so the victims' queues can
-never reclaim it back (their re-admission would be a borrowing one); priority
-evictions strictly raise the priorities running in a queue; fair-share evictions
-strictly lower the largest of the two shares involved.
+Every candidate has run at least its own queue's ``min-runtime``.  Reclaim,
+borrowing and fair-share never pick a victim of ``q``'s own path (a queue does not
+reclaim from itself).  Why these settle: reclaim only moves capacity towards a
+queue below its guarantee from queues that stay at or above theirs, so the
+victims' queues can never reclaim it back (their re-admission would be a
+borrowing one); within-queue evictions strictly raise (priority, earlier
+submission) among the tasks running in a queue; borrowing evictions strictly
+raise the priorities of borrowed work, and the queue file refuses them together
+with fair-share; fair-share evictions strictly lower the largest of the two
+shares involved.
 """
 
 from __future__ import annotations
@@ -48,6 +60,14 @@ class Rule:
     admissible: Admissible
     entitled_at: int | None = None
     too_young_until: float = float("inf")  # earliest time a candidate now too young becomes eligible
+    below: int | None = None  # candidates' priority must be below this (None: any priority)
+    at_most: int | None = None  # and at most this
+    equal_if_newer: bool = False  # a candidate of priority ``below`` submitted after the task is one too
+
+
+def _others(tree: QueueTree, outside: set[int]) -> list[int]:
+    """Leaves other queues may evict from, outside the queues ``outside``."""
+    return [n.index for n in tree.nodes if n.leaf and n.index not in outside and tree.reclaimable[n.index]]
 
 
 def removed_by_queue(tree: QueueTree, victims: Iterable[Candidate]) -> dict[int, Vector]:
@@ -67,31 +87,68 @@ def _floors_ok(tree: QueueTree, leaf: int, victims: Sequence[Candidate]) -> bool
 
 
 def reclaim_rule(tree: QueueTree, task: Task, amount: Vector) -> Rule | None:
-    spec = tree.nodes[task.queue].spec
-    if not spec.preemption.reclaim:
+    mode = tree.nodes[task.queue].spec.preemption.reclaim_within_cohort
+    if mode == "never":
         return None
     at = tree.entitled_at(task.queue, amount)
     if at is None:
         return None
-    inside = {n.index for n in tree.nodes if at in n.path}
-    leaves = [n.index for n in tree.nodes if n.leaf and n.index not in inside]
+    leaves = _others(tree, {n.index for n in tree.nodes if at in n.path})
 
     def admissible(victims: Sequence[Candidate]) -> bool:
         return _floors_ok(tree, task.queue, victims)
 
-    return Rule(EvictionReason.RECLAIM, leaves, admissible, entitled_at=at)
+    below = task.priority if mode == "lower-priority" else None
+    return Rule(EvictionReason.RECLAIM, leaves, admissible, entitled_at=at, below=below)
+
+
+def _before(a: Task, b: Task) -> bool:
+    """``a`` was submitted before ``b`` (what "newer" compares, as the queue's own order does)."""
+    return (a.submitted_at, a.seq) < (b.submitted_at, b.seq)
+
+
+def _entitled_after(tree: QueueTree, leaf: int, amount: Vector, removed: dict[int, Vector]) -> bool:
+    """Whether, once ``removed`` is gone, ``amount`` fits the guarantee of ``leaf`` or of a queue above it."""
+    for q in tree.nodes[leaf].path:
+        guarded = tree.guarded[q]
+        if guarded.any() and (amount[guarded] > 0).any() and tree.covers(q, tree.usage[q] - removed.get(q, 0) + amount):
+            return True
+    return False
 
 
 def priority_rule(tree: QueueTree, task: Task, amount: Vector) -> Rule | None:
-    if not tree.nodes[task.queue].spec.preemption.priority:
+    mode = tree.nodes[task.queue].spec.preemption.within_queue
+    if mode == "never":
         return None
+    newer = mode == "lower-or-newer-equal-priority"
+
+    def outranked(victim: Task) -> bool:
+        return victim.priority < task.priority or (newer and victim.priority == task.priority and _before(task, victim))
 
     def admissible(victims: Sequence[Candidate]) -> bool:
-        if any(v.task.priority >= task.priority or v.task.queue != task.queue for v in victims):
+        if any(v.task.queue != task.queue or not outranked(v.task) for v in victims):
             return False
-        return tree.over_limit(task.queue, amount, removed_by_queue(tree, victims)) is None
+        removed = removed_by_queue(tree, victims)
+        if any(v.task.priority == task.priority for v in victims) and not _entitled_after(
+            tree, task.queue, amount, removed
+        ):
+            return False  # Kueue: equal-priority victims only for a task within its queue's nominal quota
+        return tree.over_limit(task.queue, amount, removed) is None
 
-    return Rule(EvictionReason.PRIORITY, [task.queue], admissible)
+    return Rule(EvictionReason.PRIORITY, [task.queue], admissible, below=task.priority, equal_if_newer=newer)
+
+
+def borrow_rule(tree: QueueTree, task: Task, amount: Vector) -> Rule | None:
+    borrow = tree.nodes[task.queue].spec.preemption.borrow_within_cohort
+    if borrow.policy == "never" or tree.entitled_at(task.queue, amount) is not None:
+        return None  # an entitled task reclaims instead
+    leaves = _others(tree, set(tree.nodes[task.queue].path))
+
+    def admissible(victims: Sequence[Candidate]) -> bool:
+        return _floors_ok(tree, task.queue, victims)
+
+    return Rule(EvictionReason.BORROW_WITHIN_COHORT, leaves, admissible, below=task.priority,
+                at_most=borrow.max_priority_threshold)
 
 
 def fair_share_rule(tree: QueueTree, task: Task, amount: Vector) -> Rule | None:
@@ -99,8 +156,7 @@ def fair_share_rule(tree: QueueTree, task: Task, amount: Vector) -> Rule | None:
         return None
     if tree.entitled_at(task.queue, amount) is not None:
         return None  # an entitled task reclaims instead
-    own = set(tree.nodes[task.queue].path)
-    leaves = [n.index for n in tree.nodes if n.leaf and n.index not in own]
+    leaves = _others(tree, set(tree.nodes[task.queue].path))
 
     def sides(victim_leaf: int) -> tuple[int, int]:
         common = tree.lca(task.queue, victim_leaf)
@@ -133,8 +189,16 @@ def eligible_slots(
     leaf_ok = np.zeros(len(tree.nodes), dtype=bool)
     leaf_ok[rule.leaves] = True
     ok = a["slot_alive"] & a["slot_interruptible"] & leaf_ok[a["slot_leaf"]]
-    if rule.reason == EvictionReason.PRIORITY:
-        ok &= a["slot_priority"] < task.priority
+    if rule.below is not None:
+        lower = a["slot_priority"] < rule.below
+        if rule.equal_if_newer:
+            later = (a["slot_submitted"] > task.submitted_at) | (
+                (a["slot_submitted"] == task.submitted_at) & (a["slot_seq"] > task.seq)
+            )
+            lower |= (a["slot_priority"] == rule.below) & later
+        ok &= lower
+    if rule.at_most is not None:
+        ok &= a["slot_priority"] <= rule.at_most
     min_runtime = tree.min_runtime[a["slot_leaf"]]
     young = ok & (now - a["slot_start"] < min_runtime)
     if young.any():
@@ -150,7 +214,8 @@ def exact_ok(tree: QueueTree, rule: Rule, task: Task, charge: Vector, victims: S
     if rule.reason == EvictionReason.RECLAIM and rule.entitled_at is not None:
         a = rule.entitled_at
         return tree.covers(a, tree.usage[a] - removed.get(a, 0) + charge)
-    if rule.reason == EvictionReason.FAIR_SHARE:
-        exact = fair_share_rule(tree, task, charge)
+    if rule.reason == EvictionReason.FAIR_SHARE or rule.equal_if_newer:
+        build = fair_share_rule if rule.reason == EvictionReason.FAIR_SHARE else priority_rule
+        exact = build(tree, task, charge)
         return exact is not None and exact.admissible(victims)
     return True

@@ -24,7 +24,6 @@ from hami_devices.rules import (
     STATE_RULES,
     Demand,
     HostDemand,
-    Kind,
     fits_after,
     passing,
     shortfall,
@@ -35,7 +34,7 @@ from hami_devices.scheduling.cluster import ClusterState
 _LIMITED = tuple(r for r in (*STATE_RULES, *FIT_RULES) if r.limit is not None)
 _UNLIMITED_STATE = tuple(r for r in STATE_RULES if r.limit is None)
 _NODE_LIMITED = tuple(r for r in NODE_RULES if r.limit is not None)
-_NODE_UNLIMITED = tuple(r for r in NODE_RULES if r.limit is None and r.kind == Kind.STATE)
+_NODE_UNLIMITED = tuple(r for r in NODE_RULES if r.limit is None)  # selectors, taints, cordons
 
 
 def _judged(cluster: ClusterState, part: RequestPart) -> BoolArray:

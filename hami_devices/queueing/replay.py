@@ -89,6 +89,7 @@ class ReplayReport:
     decisions_s: list[float]
     wall_s: float
     counters: dict[str, int]
+    refused: dict[str, int] = field(default_factory=dict)  # queue -> arrivals a closed or draining queue refused
 
     def decision_ms(self, q: float) -> float:
         return float(np.percentile(np.array(self.decisions_s) * 1000.0, q)) if self.decisions_s else 0.0
@@ -108,6 +109,7 @@ class ReplayReport:
             "decision_p99_ms": round(self.decision_ms(99), 3),
             "wall_s": round(self.wall_s, 2),
             "counters": self.counters,
+            "refused_submissions": self.refused,
             "queues": {name: g.to_dict(self.horizon) for name, g in self.groups.items()},
         }
         if series:
@@ -195,6 +197,7 @@ def replay(
     violated: set[str] = set()
     evictions: list[Event] = []
     timeline = Timeline(tasks)
+    refused: dict[str, int] = {}
 
     def on_event(event: Event) -> None:
         # Usage follows the loop's decisions; finishes are the replay's own (below).
@@ -239,6 +242,11 @@ def replay(
             loop.finish(name, now=now)
 
     def arrive(timed: TimedTask, now: float) -> None:
+        if tree.refuses(tree.leaf(timed.request.queue).index) is not None:  # closed or draining
+            refused[timed.request.queue] = refused.get(timed.request.queue, 0) + 1
+            if bar is not None:
+                bar.update(1)
+            return
         task = loop.submit(timed.request, now=now)
         gname = group_of(task)
         figures(gname).submitted += 1
@@ -299,4 +307,5 @@ def replay(
         decisions_s=list(loop.timings or []),
         wall_s=time.perf_counter() - started,
         counters=dict(vars(loop.counters)),
+        refused=refused,
     )

@@ -20,7 +20,7 @@ from hami_devices.queueing.spec import BASE_RESOURCES, DeviceClass
 from hami_devices.rules import model_names
 from hami_devices.scheduling.cluster import UNBOUNDED, Booking, ClusterState
 from hami_devices.scheduling.engine import Placement
-from hami_devices.traits import normalize_model_name
+from hami_devices.traits import did_you_mean, normalize_model_name
 
 Vector = npt.NDArray[np.float64]
 """One amount per resource key (float, so that unbounded capacity is ``inf``)."""
@@ -66,10 +66,12 @@ class Resources:
         for i in self.scoped:
             key = self.parsed[i]
             if not any(self._in_scope(info, key.scope or "") for info in self._infos()):
+                infos = self._infos()
+                known = [*self.classes, *{i.vendor for i in infos}, *{f"{i.vendor}/{i.model}" for i in infos}]
                 raise InvalidConfig(
                     key.text,
-                    f"scope {key.scope!r} matches no device of the cluster (a class of the queue file, "
-                    "a vendor, or vendor/model)",
+                    f"scope {key.scope!r}{did_you_mean(key.scope or '', known)} matches no device of the cluster "
+                    "(a class of the queue file, a vendor, or vendor/model)",
                     source=source,
                 )
 

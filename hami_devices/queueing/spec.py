@@ -4,6 +4,7 @@ YAML, validated by pydantic; every error names the dotted key and the file::
 
     classes:                       # optional: named groups of devices for per-class quotas
       big: {vendors: [nvidia], models: [A100-80GB, H100]}
+    priority-classes: {batch: 10, urgent: 1000}   # optional: a request's priority_class picks one
     queues:
       - name: platform             # a parent: its children share its guarantee first
         guarantee: {device-cores: 1600}
@@ -15,7 +16,13 @@ YAML, validated by pydantic; every error names the dotted key and the file::
             weight: 2
             limit: {device-cores: 3000}
             min-runtime: 300
-            preemption: {priority: true}
+            reclaimable: false     # other queues never evict its tasks
+            state: open            # closed / draining: takes no new task
+            stop-policy: none      # hold / hold-and-drain
+            preemption:
+              reclaim-within-cohort: any          # never / lower-priority / any
+              within-queue: lower-priority        # never / lower-priority / lower-or-newer-equal-priority
+              borrow-within-cohort: {policy: lower-priority, max-priority-threshold: 100}
 
 Resources are the SDK's units: ``devices`` (whole devices held exclusively),
 ``device-cores`` (percent of one device; 100 = a device), ``device-memory-mib``,
@@ -29,12 +36,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from hami_devices.errors import InvalidConfig
-from hami_devices.models import first_error
+from hami_devices.models import every_error
 from hami_devices.yamlfile import read_yaml
 
 BASE_RESOURCES = ("devices", "device-cores", "device-memory-mib", "host-cpu-milli", "host-memory-mib")
@@ -54,23 +61,71 @@ class DeviceClass(_Section):
     models: list[str] = Field(default_factory=list)
 
 
-class PreemptionSpec(_Section):
-    """What a queue's pending tasks may evict (only when ``enable-preemptive`` is on)."""
+ReclaimMode = Literal["never", "lower-priority", "any"]
+WithinQueueMode = Literal["never", "lower-priority", "lower-or-newer-equal-priority"]
 
-    reclaim: bool = Field(
-        default=True,
-        description="a task within this queue's guarantee evicts interruptible tasks of queues above theirs",
+
+class BorrowWithinCohort(_Section):
+    """Kueue's ``borrowWithinCohort``: may a task that borrows evict other queues' borrowed tasks?"""
+
+    policy: Literal["never", "lower-priority"] = Field(
+        default="never",
+        description="lower-priority: a borrowing task evicts interruptible tasks of strictly lower priority that "
+        "other queues run above their guarantee",
     )
-    priority: bool = Field(
-        default=False,
-        description="a task evicts interruptible tasks of strictly lower priority in this same queue",
+    max_priority_threshold: int | None = Field(
+        default=None,
+        alias="max-priority-threshold",
+        description="only tasks whose priority is at most this may be evicted so (none: any lower priority)",
     )
+
+
+class PreemptionSpec(_Section):
+    """What a queue's pending tasks may evict (only when ``enable-preemptive`` is on).
+
+    ``reclaim`` and ``priority`` are the older on/off forms of ``reclaim-within-cohort`` (true: any,
+    false: never) and ``within-queue`` (true: lower-priority, false: never).
+    """
+
+    reclaim_within_cohort: ReclaimMode = Field(
+        default="any",
+        alias="reclaim-within-cohort",
+        description="Kueue's reclaimWithinCohort: a task within this queue's guarantee evicts interruptible "
+        "tasks of queues above theirs: never; lower-priority (only tasks of strictly lower priority); any",
+    )
+    within_queue: WithinQueueMode = Field(
+        default="never",
+        alias="within-queue",
+        description="Kueue's withinClusterQueue: a task evicts interruptible tasks of this same queue: never; "
+        "lower-priority; lower-or-newer-equal-priority (also tasks of equal priority submitted later, when "
+        "the task is then within its queue's guarantee)",
+    )
+    borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort,
+                                                     alias="borrow-within-cohort")
     fair_share: bool = Field(
         default=False,
         alias="fair-share",
         description="a borrowing task evicts other queues' borrowed tasks while its queue's weighted share, "
         "after admission, stays at most theirs after the eviction",
     )
+    reclaim: bool | None = Field(default=None, description="shorthand: true = reclaim-within-cohort any, false = never")
+    priority: bool | None = Field(default=None, description="shorthand: true = within-queue lower-priority")
+
+    @model_validator(mode="after")
+    def _shorthands(self) -> PreemptionSpec:
+        given = self.model_fields_set
+        if self.reclaim is not None:
+            mode = "any" if self.reclaim else "never"
+            if "reclaim_within_cohort" in given and self.reclaim_within_cohort != mode:
+                raise ValueError(f"reclaim: {self.reclaim} contradicts reclaim-within-cohort: "
+                                 f"{self.reclaim_within_cohort}")
+            self.__dict__["reclaim_within_cohort"] = mode
+        if self.priority is not None:
+            if "within_queue" not in given:
+                self.__dict__["within_queue"] = "lower-priority" if self.priority else "never"
+            elif self.priority != (self.within_queue != "never"):
+                raise ValueError(f"priority: {self.priority} contradicts within-queue: {self.within_queue}")
+        return self
 
 
 class QueueSpec(_Section):
@@ -92,90 +147,128 @@ class QueueSpec(_Section):
         description="a task that cannot be admitted holds back every later task of this queue",
     )
     preemption: PreemptionSpec = Field(default_factory=PreemptionSpec)
+    reclaimable: bool = Field(
+        default=True,
+        description="Volcano's reclaimable: false keeps other queues from evicting this queue's tasks (reclaim, "
+        "borrowing, fair share); its tasks then borrow only what no queue is guaranteed",
+    )
+    state: Literal["open", "closed", "draining"] = Field(
+        default="open",
+        description="Volcano's queue state: open; closed (refuses new tasks and admits none of those waiting); "
+        "draining (refuses new tasks, admits those already waiting); running tasks run on in each",
+    )
+    stop_policy: Literal["none", "hold", "hold-and-drain"] = Field(
+        default="none",
+        alias="stop-policy",
+        description="Kueue's stopPolicy: hold (accepts tasks but admits none); hold-and-drain (also evicts its "
+        "running tasks, requeued when recomputable)",
+    )
     children: list[QueueSpec] = Field(default_factory=list)
 
 
 class QueueFile(_Section):
     classes: dict[str, DeviceClass] = Field(default_factory=dict)
+    priority_classes: dict[str, int] = Field(
+        default_factory=dict,
+        alias="priority-classes",
+        description="named priorities (Kueue's WorkloadPriorityClass): a request's priority_class takes its value",
+    )
     queues: list[QueueSpec] = Field(min_length=1)
 
 
-def _check_amounts(amounts: dict[str, int], path: str, source: str) -> None:
+Problems = list[tuple[str, str]]
+
+
+def _check_amounts(amounts: dict[str, int], path: str, problems: Problems) -> None:
     for key, value in amounts.items():
         match = _KEY.match(key)
         if match is None or match["base"] not in BASE_RESOURCES:
-            raise InvalidConfig(
-                f"{path}.{key}",
-                f"unknown resource; use one of {', '.join(BASE_RESOURCES)} (or KEY@SCOPE)",
-                source=source,
-            )
-        scope = match["scope"]
-        if scope is not None and match["base"] not in DEVICE_RESOURCES:
-            raise InvalidConfig(f"{path}.{key}", "only device resources take a @scope", source=source)
+            problems.append((f"{path}.{key}", f"unknown resource; use one of {', '.join(BASE_RESOURCES)} "
+                             "(or KEY@SCOPE)"))
+            continue
+        if match["scope"] is not None and match["base"] not in DEVICE_RESOURCES:
+            problems.append((f"{path}.{key}", "only device resources take a @scope"))
         if value < 0:
-            raise InvalidConfig(f"{path}.{key}", "must be a whole number >= 0 in the SDK's units", source=source)
+            problems.append((f"{path}.{key}", "must be a whole number >= 0 in the SDK's units"))
 
 
-def _validate(spec: QueueFile, source: str) -> None:
+def _check_queue(queue: QueueSpec, path: str, problems: Problems) -> None:
+    for section in ("guarantee", "limit", "lending_limit"):
+        amounts = getattr(queue, section)
+        if amounts is not None:
+            _check_amounts(amounts, f"{path}.{section.replace('_', '-')}", problems)
+    for key, value in queue.guarantee.items():
+        cap = queue.limit.get(key)
+        if cap is not None and value > cap:
+            problems.append((f"{path}.guarantee.{key}", f"guarantee {value} is above the limit {cap}"))
+    for key, value in (queue.lending_limit or {}).items():
+        if value > queue.guarantee.get(key, 0):
+            problems.append((
+                f"{path}.lending-limit.{key}",
+                f"lending limit {value} is above the guarantee {queue.guarantee.get(key, 0)}: "
+                "a queue lends only its unused guarantee",
+            ))
+    if queue.children:
+        for key, value in queue.guarantee.items():
+            total = sum(c.guarantee.get(key, 0) for c in queue.children)
+            if total > value:
+                problems.append((f"{path}.guarantee.{key}",
+                                 f"the children's guarantees add up to {total}, above this queue's {value}"))
+
+
+def _validate(spec: QueueFile) -> Problems:
+    """Every rule the queue file breaks beyond its types, each with its dotted key."""
+    problems: Problems = []
     seen: dict[str, str] = {}
+    borrowing: list[str] = []
+    fair: list[str] = []
 
     def walk(queue: QueueSpec, path: str) -> None:
         if queue.name in seen:
-            raise InvalidConfig(
-                f"{path}.name", f"queue {queue.name!r} already defined at {seen[queue.name]}", source=source
-            )
+            problems.append((f"{path}.name", f"queue {queue.name!r} already defined at {seen[queue.name]}"))
         seen[queue.name] = path
-        for section in ("guarantee", "limit", "lending_limit"):
-            amounts = getattr(queue, section)
-            if amounts is not None:
-                _check_amounts(amounts, f"{path}.{section.replace('_', '-')}", source)
-        for key, value in queue.guarantee.items():
-            cap = queue.limit.get(key)
-            if cap is not None and value > cap:
-                raise InvalidConfig(
-                    f"{path}.guarantee.{key}", f"guarantee {value} is above the limit {cap}", source=source
-                )
-        for key, value in (queue.lending_limit or {}).items():
-            if value > queue.guarantee.get(key, 0):
-                raise InvalidConfig(
-                    f"{path}.lending-limit.{key}",
-                    f"lending limit {value} is above the guarantee {queue.guarantee.get(key, 0)}: "
-                    "a queue lends only its unused guarantee",
-                    source=source,
-                )
-        if queue.children:
-            for key, value in queue.guarantee.items():
-                total = sum(c.guarantee.get(key, 0) for c in queue.children)
-                if total > value:
-                    raise InvalidConfig(
-                        f"{path}.guarantee.{key}",
-                        f"the children's guarantees add up to {total}, above this queue's {value}",
-                        source=source,
-                    )
+        _check_queue(queue, path, problems)
+        if queue.preemption.borrow_within_cohort.policy != "never":
+            borrowing.append(f"{path}.preemption.borrow-within-cohort")
+        if queue.preemption.fair_share:
+            fair.append(f"{path}.preemption.fair-share")
         for i, child in enumerate(queue.children):
             walk(child, f"{path}.children.{i}")
 
     for i, queue in enumerate(spec.queues):
         walk(queue, f"queues.{i}")
+    if borrowing and fair:  # Kueue likewise allows borrowWithinCohort only without fair sharing
+        problems.append((borrowing[0], f"borrow-within-cohort and fair-share ({fair[0]}) evict for opposite "
+                         "reasons and could undo each other: use one of them"))
     for name, cls in spec.classes.items():
         if not _KEY.match(f"devices@{name}") or "/" in name:
-            raise InvalidConfig(f"classes.{name}", "a class name is letters, digits, '.', '_' or '-'", source=source)
+            problems.append((f"classes.{name}", "a class name is letters, digits, '.', '_' or '-'"))
         if not cls.vendors and not cls.models:
-            raise InvalidConfig(f"classes.{name}", "name at least one vendor or model", source=source)
+            problems.append((f"classes.{name}", "name at least one vendor or model"))
+    return problems
 
 
 def parse_queues(data: Any, source: str = "<queues>") -> QueueFile:
-    """Validate a queue file's data; ``InvalidConfig`` names the dotted key and ``source``."""
+    """Validate a queue file's data; ``InvalidConfig`` names every dotted key that is wrong, and ``source``."""
     if not isinstance(data, dict):
         raise InvalidConfig("<root>", "a queue file is a mapping with a 'queues' list", source=source)
     try:
         spec = QueueFile.model_validate(data)
     except ValidationError as exc:
-        field, message = first_error(exc)
-        raise InvalidConfig(field, message, source=source) from None
-    _validate(spec, source)
+        raise InvalidConfig.all_of(every_error(exc), source=source) from None
+    problems = _validate(spec)
+    if problems:
+        raise InvalidConfig.all_of(problems, source=source)
     return spec
 
 
 def load_queues(path: str | Path) -> QueueFile:
     return parse_queues(read_yaml(path, InvalidConfig), source=str(path))
+
+
+def queues_schema() -> dict[str, Any]:
+    """The queue file's JSON Schema (``hami-devices queues schema``)."""
+    schema = QueueFile.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "hami-devices queue file"
+    return schema

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.errors import InvalidRequest
+from hami_devices.models import ResourceRequest
 from hami_devices.queueing.events import Event, EventBus, EventKind, Listener
 from hami_devices.queueing.footprints import Footprints
 from hami_devices.queueing.planner import EvictionPlanner
@@ -25,6 +26,7 @@ from hami_devices.queueing.tree import QueueTree
 from hami_devices.queueing.victims import MAX_NODES
 from hami_devices.scheduling.defrag.checkpoint import CheckpointHook
 from hami_devices.scheduling.engine import Engine, Placement
+from hami_devices.traits import did_you_mean
 
 
 @dataclass
@@ -61,7 +63,7 @@ class LoopState:
         self.resources = Resources(QueueTree.collect_keys(queues), queues.classes, self.cluster, source=source)
         self.tree = QueueTree(queues, self.resources)
         self.preemptive = preemptive
-        self.requeue = requeue
+        self.requeue_victims = requeue
         self.max_nodes = max_nodes
         self._clock = clock
         self.bus = EventBus(keep_events)
@@ -135,6 +137,25 @@ class LoopState:
 
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else float(now)
+
+    # ------------------------------------------------------------------ what a submission becomes
+    def _prepared(self, request: ResourceRequest) -> ResourceRequest:
+        """The request as the loop keeps it: the engine's defaults filled in, a priority class made a priority."""
+        request = self.engine.with_defaults(request)
+        name = request.priority_class
+        if name is None:
+            return request
+        classes = self.tree.spec.priority_classes
+        if name not in classes:
+            hint = did_you_mean(name, classes)
+            known = ", ".join(sorted(classes)) or "none declared"
+            raise InvalidRequest("priority_class", f"unknown priority class {name!r}{hint} (known: {known})")
+        return request.model_copy(update={"priority": classes[name]})
+
+    def set_queue_state(self, queue: str, *, state: str | None = None, stop_policy: str | None = None) -> None:
+        """Open, close or drain a queue, or set its stop-policy, while the loop runs (from the next tick)."""
+        self.tree.set_state(queue, state, stop_policy)
+        self._dirty = True
 
     # ------------------------------------------------------------------ groups of identical requests
     def _enqueue(self, task: Task) -> None:

@@ -19,6 +19,11 @@ The rules, in one place (the admission loop and the victim search only ask):
   its guarantee over the cluster's capacity, the largest over the resources the
   queue file names) divided by its weight; idle capacity goes to the lowest first,
   level by level down the tree.
+* **Reclaimable.** Other queues never evict tasks of a queue that is not
+  ``reclaimable`` (nor of one below it); so that guarantees still hold, such
+  tasks borrow like tasks that are not interruptible.
+* **State.** A queue's ``state`` and ``stop-policy`` (its own or an ancestor's)
+  say whether it takes new tasks, admits those waiting, and keeps those running.
 """
 
 from __future__ import annotations
@@ -90,6 +95,9 @@ class QueueTree:
                     self.kept[node.index, i] = self.guarantee[node.index, i] - value
             self.weight[node.index] = s.weight
         self.lends_all = not self.kept.any()
+        self.reclaimable = np.array([all(self.nodes[q].spec.reclaimable for q in n.path) for n in self.nodes])
+        self.state: list[str] = [n.spec.state for n in self.nodes]
+        self.stop_policy: list[str] = [n.spec.stop_policy for n in self.nodes]
         named = self.guarded.any(axis=0) | np.isfinite(self.limit).any(axis=0)
         if not named.any():
             named[resources.index["device-cores"]] = True
@@ -140,6 +148,46 @@ class QueueTree:
     @property
     def capacity(self) -> Vector:
         return self._capacity
+
+    # ------------------------------------------------------------------ states
+    def set_state(self, name: str, state: str | None = None, stop_policy: str | None = None) -> None:
+        """Change a queue's ``state`` and/or ``stop-policy`` at run time (checked as the queue file checks them)."""
+        q = self.by_name.get(name)
+        if q is None:
+            raise InvalidRequest("queue", f"unknown queue {name!r}")
+        if state is not None:
+            if state not in ("open", "closed", "draining"):
+                raise InvalidRequest("state", f"{state!r} is not open, closed or draining")
+            self.state[q.index] = state
+        if stop_policy is not None:
+            if stop_policy not in ("none", "hold", "hold-and-drain"):
+                raise InvalidRequest("stop-policy", f"{stop_policy!r} is not none, hold or hold-and-drain")
+            self.stop_policy[q.index] = stop_policy
+
+    def refuses(self, leaf: int) -> str | None:
+        """Why the leaf takes no new task (a queue on its path is closed or draining), or None."""
+        for q in self.nodes[leaf].path:
+            if self.state[q] != "open":
+                return f"queue {self.nodes[q].name} is {self.state[q]}: it takes no new tasks"
+        return None
+
+    def held(self, leaf: int) -> tuple[str, str] | None:
+        """(wait reason, why) when the leaf admits none of its waiting tasks now, else None."""
+        for q in self.nodes[leaf].path:
+            name = self.nodes[q].name
+            if self.state[q] == "closed":
+                return "queue-closed", f"queue {name} is closed"
+            if self.stop_policy[q] != "none":
+                return "queue-held", f"queue {name} has stop-policy {self.stop_policy[q]}"
+        return None
+
+    def drains(self, leaf: int) -> bool:
+        """Whether the leaf's running tasks are to be evicted (``stop-policy: hold-and-drain`` on its path)."""
+        return any(self.stop_policy[q] == "hold-and-drain" for q in self.nodes[leaf].path)
+
+    def reclaimable_by_others(self, leaf: int, interruptible: bool) -> bool:
+        """Whether another queue could ever evict a task of ``leaf`` (else it borrows only unguaranteed capacity)."""
+        return interruptible and bool(self.reclaimable[leaf])
 
     # ------------------------------------------------------------------ usage
     def charge(self, leaf: int, amount: Vector) -> None:
@@ -249,6 +297,15 @@ class QueueTree:
                 f"{_n(free[k])} {self.resources.keys[k]} are free and other queues keep back {_n(reserved[k])} of them"
             )
         return None
+
+    def unhonoured(self) -> list[tuple[str, float, float]]:
+        """Resources whose top-level guarantees add up to more than the cluster holds:
+        (key, guaranteed, capacity), for ``queues check``; the shortfall is the difference."""
+        tops = [n.index for n in self.nodes if n.parent is None]
+        total = self.guarantee[tops].sum(axis=0)
+        named = self.guarded[tops].any(axis=0)
+        over = np.flatnonzero(named & exceeds(total, self._capacity))
+        return [(self.resources.keys[k], float(total[k]), float(self._capacity[k])) for k in over]
 
     # ------------------------------------------------------------------ fair share
     def share(self, q: int, extra: Vector | None = None) -> float:

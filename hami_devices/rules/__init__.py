@@ -6,7 +6,7 @@ device (the plain share, or the vendor's rounding); ``evaluate``: the evaluator.
 """
 
 from hami_devices.rules.columns import ColumnView, Names, model_names, one_device
-from hami_devices.rules.demand import Demand, HostDemand, memory_need, plain_share, plan
+from hami_devices.rules.demand import Apart, Demand, HostDemand, memory_need, plain_share, plan
 from hami_devices.rules.evaluate import (
     BEFORE_ROUNDING,
     FIT_RULES,
@@ -20,7 +20,18 @@ from hami_devices.rules.evaluate import (
     passing,
     shortfall,
 )
-from hami_devices.rules.table import DEVICE_CODES, DEVICE_RULES, NODE_CODES, NODE_RULES, USAGE_CODES, Kind, Limit, Rule
+from hami_devices.rules.table import (
+    DEVICE_CODES,
+    DEVICE_RULES,
+    NODE_CODES,
+    NODE_RULES,
+    PART_NODE_CODES,
+    PART_NODE_RULES,
+    USAGE_CODES,
+    Kind,
+    Limit,
+    Rule,
+)
 
 __all__ = [
     "BEFORE_ROUNDING",
@@ -30,8 +41,11 @@ __all__ = [
     "MATCH_RULES",
     "NODE_CODES",
     "NODE_RULES",
+    "PART_NODE_CODES",
+    "PART_NODE_RULES",
     "STATE_RULES",
     "USAGE_CODES",
+    "Apart",
     "ColumnView",
     "Demand",
     "HostDemand",

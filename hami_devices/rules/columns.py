@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from hami_devices.accounting import DeviceUsage, memory_capacity
-from hami_devices.models import PRECISIONS, DeviceInfo
+from hami_devices.accounting import DeviceUsage, device_core_capacity, device_memory_capacity
+from hami_devices.models import PRECISIONS, DeviceInfo, Taint
 from hami_devices.traits import normalize_model_name
 
 IntArray = npt.NDArray[np.int64]
@@ -46,6 +46,7 @@ DEVICE_COLUMNS = (
     "core_cap",  # cores (percent) that may be granted
 )
 NODE_COLUMNS = ("node_ok", "node_cpu_used", "node_cpu_total", "node_mem_used", "node_mem_total")
+"""Node views also resolve labels and taints through their ``NodeNames``."""
 
 
 class Names(Protocol):
@@ -56,6 +57,14 @@ class Names(Protocol):
     def model_ids_matching(self, names: Sequence[str]) -> list[int]: ...
 
     def uuid_rows(self, uuids: Sequence[str]) -> list[int]: ...
+
+
+class NodeNames(Protocol):
+    """What node rules ask of the table behind a node view, per node row (all rows, the view picks its own)."""
+
+    def label_matches(self, key: str, value: str) -> BoolArray: ...
+
+    def node_taints(self) -> list[tuple[Taint, BoolArray]]: ...
 
 
 def model_names(info: DeviceInfo) -> set[str]:
@@ -70,10 +79,11 @@ def model_names(info: DeviceInfo) -> set[str]:
 class ColumnView:
     """The columns of ``source`` at the rows ``at`` (a slice reads views, an index array gathers).
 
-    Each column is read once per view: rules that share a column share the read.
+    Each column is read once per view: rules that share a column share the read.  ``names``
+    resolves what a request names: a ``Names`` for device views, a ``NodeNames`` for node views.
     """
 
-    def __init__(self, source: Any, at: Index, names: Names) -> None:
+    def __init__(self, source: Any, at: Index, names: Any) -> None:
         self._source = source
         self.at = at
         self.names = names
@@ -138,7 +148,8 @@ class _OneDeviceNames:
 
 
 def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_capacity: int) -> ColumnView:
-    """The rules' columns for one device holding ``usage``, as a one-row view."""
+    """The rules' columns for one device holding ``usage``, as a one-row view (``memory_factor`` and
+    ``core_capacity``: the rule's, which a device's own node settings replace)."""
     traits = info.traits
 
     def one(value: Any, dtype: Any = np.int64) -> Any:
@@ -156,9 +167,9 @@ def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_
         split=one(info.split_count),
         mem_total=one(info.memory_mib),
         mem_used=one(usage.memory_mib),
-        mem_cap=one(memory_capacity(info.memory_mib, memory_factor)),
+        mem_cap=one(device_memory_capacity(info, memory_factor)),
         cores_used=one(usage.cores),
-        core_cap=one(core_capacity),
+        core_cap=one(device_core_capacity(info, core_capacity)),
     )
     return ColumnView(source, slice(0, 1), _OneDeviceNames(info))
 

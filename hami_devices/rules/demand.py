@@ -17,7 +17,7 @@ import numpy as np
 
 from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import ReasonCode
-from hami_devices.models import DeviceInfo, Grant, RequestPart, ResourceRequest
+from hami_devices.models import ACCELERATOR_TAINT, DeviceInfo, Grant, RequestPart, ResourceRequest, Taint, Toleration
 from hami_devices.rounding import GrantRule
 from hami_devices.rules.columns import BoolArray, IntArray
 
@@ -59,14 +59,36 @@ class Demand:
 
 @dataclass(frozen=True)
 class HostDemand:
-    """What a request takes of the node that hosts (a process of) it."""
+    """What a request takes of the node that hosts (a process of) it, and what it asks of such a node:
+    labels it must carry (``node_selector``) and the taints it tolerates."""
 
     cpu_milli: int
     memory_mib: int
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    with_devices: bool = False  # a request with device parts tolerates the accelerator taint
 
     @classmethod
     def of(cls, request: ResourceRequest) -> HostDemand:
-        return cls(request.host_cpu_milli, request.host_memory_mib)
+        return cls(
+            request.host_cpu_milli,
+            request.host_memory_mib,
+            tuple(request.node_selector.items()),
+            tuple(request.tolerations),
+            bool(request.parts),
+        )
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.with_devices and taint.key == ACCELERATOR_TAINT:
+            return True
+        return any(t.tolerates(taint) for t in self.tolerations)
+
+
+@dataclass(frozen=True)
+class Apart:
+    """The node rows a part must keep off: those its anti-affine sibling parts were placed on."""
+
+    nodes: IntArray
 
 
 def memory_need(part: RequestPart, totals: IntArray) -> IntArray:

@@ -27,10 +27,10 @@ import numpy as np
 
 from hami_devices.errors import ReasonCode
 from hami_devices.models import PRECISIONS, RequestPart
-from hami_devices.rules.columns import BoolArray, ColumnView, IntArray
+from hami_devices.rules.columns import BoolArray, ColumnView, IntArray, NodeNames
 
 if TYPE_CHECKING:
-    from hami_devices.rules.demand import Demand, HostDemand
+    from hami_devices.rules.demand import Apart, Demand, HostDemand
 
 UNLIMITED = 2**62
 """A cap that no amount reaches."""
@@ -135,6 +135,33 @@ def _unschedulable(view: ColumnView, _: object) -> BoolArray:
     return ~view.node_ok  # type: ignore[no-any-return]
 
 
+def _unselected(view: ColumnView, host: HostDemand) -> BoolArray | None:
+    """Nodes that lack one of the labels the request's ``node_selector`` names."""
+    if not host.node_selector:
+        return None
+    names: NodeNames = view.names
+    bad = np.zeros(len(view), dtype=bool)
+    for key, value in host.node_selector:
+        bad |= ~names.label_matches(key, value)[view.at]
+    return bad
+
+
+def _untolerated(view: ColumnView, host: HostDemand) -> BoolArray | None:
+    """Nodes carrying a taint the request does not tolerate."""
+    names: NodeNames = view.names
+    bad: BoolArray | None = None
+    for taint, carried in names.node_taints():
+        if not host.tolerates(taint):
+            on = carried[view.at]
+            bad = on if bad is None else bad | on
+    return bad
+
+
+def _beside_sibling(view: ColumnView, apart: Apart) -> BoolArray | None:
+    """Nodes holding a part this part must not share a node with."""
+    return None if apart.nodes.size == 0 else np.isin(view.rows, apart.nodes)
+
+
 # The amounts the limits compare.  Each is a function of the columns (``v``) and of the demand
 # (``d``: a rules.Demand for devices, a rules.HostDemand for nodes, nothing for STATE rows).
 
@@ -233,6 +260,8 @@ DEVICE_RULES: tuple[Rule, ...] = (
 """What one device must satisfy to take one part of a request."""
 
 NODE_RULES: tuple[Rule, ...] = (
+    Rule(ReasonCode.NODE_SELECTOR_MISMATCH, Kind.MATCH, _unselected),
+    Rule(ReasonCode.NODE_TAINT_NOT_TOLERATED, Kind.MATCH, _untolerated),
     Rule(ReasonCode.NODE_UNSCHEDULABLE, Kind.STATE, _unschedulable),
     Rule(ReasonCode.NODE_INSUFFICIENT_CPU, Kind.FIT, limit=Limit("host_cpu_milli", _cpu_used, _cpu_need, _cpu_total)),
     Rule(
@@ -243,6 +272,9 @@ NODE_RULES: tuple[Rule, ...] = (
 )
 """What the node hosting (a process of) a request must satisfy."""
 
+PART_NODE_RULES: tuple[Rule, ...] = (Rule(ReasonCode.NODE_ANTI_AFFINITY, Kind.MATCH, _beside_sibling),)
+"""What the node of one part must satisfy given where the request's other parts went (a ``demand.Apart``)."""
+
 
 def rules_of(table: Sequence[Rule], *kinds: Kind) -> tuple[Rule, ...]:
     return tuple(r for r in table if r.kind in kinds)
@@ -251,6 +283,7 @@ def rules_of(table: Sequence[Rule], *kinds: Kind) -> tuple[Rule, ...]:
 DEVICE_CODES: tuple[ReasonCode, ...] = tuple(r.code for r in DEVICE_RULES)
 """Device reason codes in the order they are reported."""
 NODE_CODES: tuple[ReasonCode, ...] = tuple(r.code for r in NODE_RULES)
+PART_NODE_CODES: tuple[ReasonCode, ...] = tuple(r.code for r in PART_NODE_RULES)
 USAGE_CODES: frozenset[ReasonCode] = frozenset(
     r.code for r in (*DEVICE_RULES, *NODE_RULES) if r.limit is not None
 )

@@ -9,11 +9,13 @@ node on disjoint devices, otherwise each part picks its best node in turn.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from hami_devices.models import Grant, ResourceRequest
+from hami_devices.rules import PART_NODE_RULES, Apart, passing
 from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.scorers.base import HostContext
@@ -34,6 +36,13 @@ class Chooser:
     scoring: Scoring
     topology: str  # the request's topology need: none, preferred, required
     min_pair_score: float  # the policy's threshold for required topology
+    apart: tuple[frozenset[int], ...] = ()  # per part: the parts it must not share a node with
+
+    def apart_ok(self, index: int, placed_on: Sequence[int]) -> BoolArray:
+        """Per node row: may part ``index`` go there, given the nodes of the parts before it (``placed_on``)?"""
+        avoid = self.apart[index] if index < len(self.apart) else frozenset()
+        nodes = np.array([placed_on[j] for j in sorted(avoid) if j < len(placed_on)], dtype=np.int64)
+        return passing(PART_NODE_RULES, self.cluster.node_view(), Apart(nodes))
 
     def node_choice(self, ev: ScoredPart, node: int, exclude: set[int], pool: IntArray | None = None) -> Choice | None:
         """The part's best device set on one node, avoiding ``exclude`` rows.
@@ -140,10 +149,11 @@ class Chooser:
         c = self.cluster
         used: set[int] = set()
         chosen: list[tuple[ScoredPart, Choice]] = []
-        host_node = ""
+        placed_on: list[int] = []
         for i, ev in enumerate(evals):
             nodes = np.unique(c.node[ev.rows])
-            nodes = nodes[host_ok[nodes]]  # each node of a split placement runs a process: it needs the host
+            allowed = host_ok & self.apart_ok(i, placed_on) if self.apart else host_ok
+            nodes = nodes[allowed[nodes]]  # each node of a split placement runs a process: it needs the host
             best: tuple[float, str, Choice] | None = None
             best_dev = np.full(len(c.node_names), -np.inf)
             np.maximum.at(best_dev, c.node[ev.rows], ev.device_total)
@@ -158,11 +168,10 @@ class Chooser:
                     best = (choice.score, key[1], choice)
             if best is None:
                 return None
-            if i == 0:
-                host_node = best[1]
+            placed_on.append(c.node_row(best[1]))
             used.update(int(ev.rows[p]) for p in best[2].rows)
             chosen.append((ev, best[2]))
-        return combined(chosen), host_node, sorted(used), chosen
+        return combined(chosen), c.node_name(placed_on[0]), sorted(used), chosen
 
     def host_only(
         self, request: ResourceRequest, host_ok: BoolArray, limit: int
@@ -178,6 +187,19 @@ class Chooser:
             (c.node_name(int(nodes[k])), float(total[k]), {name: float(v[k]) for name, v in per_scorer.items()})
             for k in order.tolist()
         ]
+
+
+def apart_of(request: ResourceRequest) -> tuple[frozenset[int], ...]:
+    """Per part: the indexes of the parts it must not share a node with (anti-affinity is mutual)."""
+    if not any(p.anti_affinity for p in request.parts):
+        return ()
+    index = {p.name: i for i, p in enumerate(request.parts) if p.name is not None}
+    apart: list[set[int]] = [set() for _ in request.parts]
+    for i, part in enumerate(request.parts):
+        for name in part.anti_affinity:
+            apart[i].add(index[name])
+            apart[index[name]].add(i)
+    return tuple(frozenset(a) for a in apart)
 
 
 def grants_of(cluster: ClusterState, chosen: list[tuple[ScoredPart, Choice]]) -> list[Grant]:

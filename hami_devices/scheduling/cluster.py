@@ -16,8 +16,8 @@ from enum import StrEnum
 from typing import Any
 
 from hami_devices.accounting import DeviceUsage
-from hami_devices.errors import HamiError, InvalidRequest, ReasonCode, UnknownAllocation
-from hami_devices.models import DeviceHandle, DeviceInfo, Grant, ResourceRequest
+from hami_devices.errors import HamiError, InvalidRequest, UnknownAllocation
+from hami_devices.models import DeviceHandle, DeviceInfo, Grant, ResourceRequest, Taint
 from hami_devices.rounding import GrantRule
 from hami_devices.rules import NODE_RULES, HostDemand, check_grant, failures
 from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
@@ -34,6 +34,9 @@ __all__ = [
     "NodeState",
     "PlacementState",
 ]
+
+
+_HOST_LIMITS = tuple(r for r in NODE_RULES if r.limit is not None)
 
 
 class PlacementState(StrEnum):
@@ -82,15 +85,17 @@ class ClusterState(Plans):
         memory_mib: int,
         devices: Sequence[DeviceInfo] = (),
         labels: Mapping[str, str] | None = None,
+        taints: Sequence[Taint] = (),
     ) -> None:
-        self._add_node_row(name, cpu_milli, memory_mib, labels)
+        self._add_node_row(name, cpu_milli, memory_mib, labels, taints)
         for info in devices:
             self.add_device(name, info)
         self.version += 1
 
     def add_node_spec(self, spec: Any) -> None:
-        """Add an inventory ``NodeSpec`` (name, cpu_milli, memory_mib, labels, devices)."""
-        self.add_node(spec.name, spec.cpu_milli, spec.memory_mib, spec.devices, spec.labels)
+        """Add an inventory ``NodeSpec`` (name, cpu_milli, memory_mib, labels, taints, devices)."""
+        self.add_node(spec.name, spec.cpu_milli, spec.memory_mib, spec.devices, spec.labels,
+                      getattr(spec, "taints", ()))
 
     def remove_node(self, name: str) -> list[Booking]:
         """Remove a node and its devices; returns the bookings that were on it (now forgotten)."""
@@ -138,8 +143,8 @@ class ClusterState(Plans):
         host = HostDemand(host_cpu_milli, host_memory_mib)
         for name in host_nodes:
             nrow = self._node_index[self._node(name).name]
-            short = [c for c in failures(NODE_RULES, self.node_view(slice(nrow, nrow + 1)), host)
-                     if c != ReasonCode.NODE_UNSCHEDULABLE]  # placements already made are booked on cordoned nodes
+            # only what the node holds: a placement already made is booked on a cordoned or tainted node
+            short = failures(_HOST_LIMITS, self.node_view(slice(nrow, nrow + 1)), host)
             if short:
                 raise HamiError(f"node {name!r} cannot host this placement: {', '.join(short)}")
         for row, grant in zip(rows, grants, strict=True):
@@ -208,16 +213,34 @@ class ClusterState(Plans):
         host = node or (handle.grants[0].node if handle.grants else None)
         if host is None:
             raise InvalidRequest("node", f"allocation {handle.id} has no grants: say which node hosts it")
-        return self.assume(
-            host,
-            handle.grants,
-            host_cpu_milli=request.host_cpu_milli,
-            host_memory_mib=request.host_memory_mib,
-            preemptible=request.preemptible,
-            request=request,
-            booking_id=handle.id,
-            state=PlacementState.CONFIRMED,
-        )
+        if handle.id in self.bookings:
+            raise InvalidRequest("handle", f"allocation {handle.id} is already booked")
+        try:
+            return self.assume(
+                host,
+                handle.grants,
+                host_cpu_milli=request.host_cpu_milli,
+                host_memory_mib=request.host_memory_mib,
+                preemptible=request.preemptible,
+                request=request,
+                booking_id=handle.id,
+                state=PlacementState.CONFIRMED,
+            )
+        except HamiError:
+            held = self._holding(handle.grants)
+            if held is None:
+                raise
+            raise InvalidRequest(
+                "handle",
+                f"allocation {handle.id} is already booked, as placement {held.id} ({held.state}): confirm or "
+                "forget that booking rather than book the allocation again",
+            ) from None
+
+    def _holding(self, grants: Sequence[Grant]) -> Booking | None:
+        """A booking holding exactly these shares (devices, memory, cores), if any."""
+        want = sorted((g.uuid, g.memory_mib, g.cores) for g in grants)
+        return next((b for b in self.bookings.values()
+                     if sorted((g.uuid, g.memory_mib, g.cores) for g in b.grants) == want), None)
 
     def unbook(self, handle: DeviceHandle | str) -> Booking:
         """Forget a mirrored allocation after its release."""
@@ -320,6 +343,7 @@ class ClusterState(Plans):
             host = next((d.host for d in members if getattr(d, "host", None) is not None), None)
             cpu, memory = (host.cpu_milli, host.memory_mib) if host is not None else (UNBOUNDED, UNBOUNDED)
             labels = host.labels if host is not None else {}
-            state.add_node(name, cpu, memory, [d.info for d in members], labels)
+            taints = host.taints if host is not None else []
+            state.add_node(name, cpu, memory, [d.info for d in members], labels, taints)
         state.sync(handles, partial=True)
         return state

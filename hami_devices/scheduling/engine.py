@@ -12,7 +12,14 @@ over the cluster's arrays), ``scoring`` (the policy's scorers, set scores),
 ``verdicts`` (per-node answers for schedulers that choose the node).
 Multi-part requests are placed together or not at all: with ``same_node`` all
 parts go to one node with disjoint devices; otherwise each part picks its best
-node in turn, and host CPU/memory are charged to the first part's node.
+node in turn (away from the nodes of parts it has anti-affinity with), and host
+CPU/memory are charged to the first part's node.
+
+An engine has a device policy (``policy``) and a node policy (``node_policy``,
+default the same); a request's own ``policy`` overrides either.  When the two
+differ the node policy picks the node and the device policy the devices on it
+(``levels``).  Parts that omit their count, cores or memory take the engine's
+``defaults`` (``scheduler.default-*``) before anything else looks at them.
 """
 
 from __future__ import annotations
@@ -23,19 +30,19 @@ from typing import Any
 
 import numpy as np
 
-from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode
-from hami_devices.models import Grant, RequestPart, ResourceRequest
+from hami_devices.errors import InsufficientResources, InvalidConfig, InvalidRequest, ReasonCode
+from hami_devices.models import Grant, RequestDefaults, RequestPart, ResourceRequest
 from hami_devices.rules.columns import BoolArray, IntArray
 from hami_devices.scheduling import candidates as filtering
-from hami_devices.scheduling import explaining
-from hami_devices.scheduling.choosing import Chooser, Ranked, grants_of
+from hami_devices.scheduling import explaining, levels
+from hami_devices.scheduling.choosing import Chooser, Ranked, apart_of, grants_of
 from hami_devices.scheduling.cluster import Booking, ClusterState
 from hami_devices.scheduling.fgd import WorkloadMix
 from hami_devices.scheduling.mix import OnlineMix
 from hami_devices.scheduling.policies import Policy, resolve_policy
 from hami_devices.scheduling.scorers.base import Scorer
 from hami_devices.scheduling.scorers.fragmentation import FragmentationScorer
-from hami_devices.scheduling.scoring import ScoredPart, Scoring, combined
+from hami_devices.scheduling.scoring import ScoredPart, Scoring, combined, load_scorer_plugins
 from hami_devices.scheduling.verdicts import NodeVerdicts, judge_nodes
 
 
@@ -84,20 +91,62 @@ class Ranking:
 
 
 class Engine:
-    """Places requests on one ``ClusterState`` under one policy (``hami_devices.build_engine`` builds one
-    from an inventory and a configuration file)."""
+    """Places requests on one ``ClusterState`` under a device and a node policy (``hami_devices.build_engine``
+    builds one from an inventory and a configuration file)."""
 
     def __init__(
         self,
         cluster: ClusterState,
         policy: Policy | str = "binpack",
         *,
+        node_policy: Policy | str | None = None,
         scorers: Mapping[str, Scorer] | None = None,
         mix: WorkloadMix | None = None,
         user_policies: Mapping[str, Policy] | None = None,
+        defaults: RequestDefaults | None = None,
     ) -> None:
         self.cluster = cluster
-        self.scoring = Scoring(resolve_policy(policy, dict(user_policies or {})), scorers, mix)
+        self._user_policies = dict(user_policies or {})
+        self.scoring = Scoring(resolve_policy(policy, self._user_policies), scorers, mix)
+        self._scorings: dict[str, Scoring] = {self.scoring.policy.model_dump_json(): self.scoring}
+        self.node_scoring = self.scoring if node_policy is None else self.scoring_for(node_policy)
+        self.defaults = None if defaults is None or defaults.identity else defaults
+
+    def scoring_for(self, policy: Policy | str) -> Scoring:
+        """The scoring of ``policy`` (a name or a Policy), kept; scorers the engine has are shared (what a
+        learning scorer learns serves every policy that weighs it)."""
+        resolved = resolve_policy(policy, self._user_policies)
+        key = resolved.model_dump_json()
+        scoring = self._scorings.get(key)
+        if scoring is None:
+            have = self.scoring.scorers
+            missing = [k for k, w in resolved.weights.items() if w > 0 and k not in have]
+            scorers = {**have, **load_scorer_plugins(missing)} if missing else have
+            scoring = self._scorings[key] = Scoring(resolved, scorers, self.scoring.mix)
+        return scoring
+
+    @property
+    def node_policy(self) -> Policy:
+        return self.node_scoring.policy
+
+    def with_defaults(self, request: ResourceRequest) -> ResourceRequest:
+        """``request`` with the engine's defaults in every part that omits its count, cores or memory."""
+        return request if self.defaults is None else self.defaults.apply(request)
+
+    def levels(self, request: ResourceRequest) -> tuple[Scoring, Scoring]:
+        """The (device, node) scorings ``request`` is placed by: its own policies, else the engine's."""
+        asked = request.policy
+        if asked is None:
+            return self.scoring, self.node_scoring
+        return self._level(asked.device, self.scoring, "device"), self._level(asked.node, self.node_scoring, "node")
+
+    def _level(self, name: str | None, engines: Scoring, level: str) -> Scoring:
+        if name is None:
+            return engines
+        try:
+            return self.scoring_for(name)
+        except InvalidConfig as exc:
+            raise InvalidRequest(f"policy.{level}", exc.message) from None
 
     @property
     def policy(self) -> Policy:
@@ -128,11 +177,12 @@ class Engine:
 
     # ------------------------------------------------------------------ public
     def rank(self, request: ResourceRequest, limit: int = 5) -> list[Placement]:
-        return self._rank(request, limit).placements
+        return self._rank(self.with_defaults(request), limit).placements
 
     def place(self, request: ResourceRequest) -> Placement:
         """The best placement, or ``InsufficientResources`` with the reasons, the nearest misses and
         whether the request could fit this cluster at all (``permanent``)."""
+        request = self.with_defaults(request)
         self.observe(request)
         ranked = self._rank(request, 1)
         if not ranked.placements:
@@ -152,12 +202,14 @@ class Engine:
         """
         if candidates is not None and len(candidates) != len(request.parts):
             raise InvalidRequest("candidates", f"{len(candidates)} masks for {len(request.parts)} parts")
+        request = self.with_defaults(request)
         self.observe(request)
         placements = self._rank(request, 1, explain=False, masks=candidates).placements
         return placements[0] if placements else None
 
     def refusal(self, request: ResourceRequest, reasons: Explained | None = None) -> InsufficientResources:
         """The error for a request that does not fit now: reasons per node and device, nearest misses, permanence."""
+        request = self.with_defaults(request)
         found = self._rank(request, 0).reasons if reasons is None else reasons
         assert found is not None
         return explaining.refusal(self.cluster, request, found, self._have(request))
@@ -201,19 +253,35 @@ class Engine:
     ) -> NodeVerdicts:
         """Per node of ``nodes`` (default: all): whether the request fits now and its score there, else its
         reason codes and whether it could ever fit there; over arrays, for schedulers that choose the node
-        themselves (a kube-scheduler extender's filter and prioritize)."""
-        return judge_nodes(self.cluster, self.chooser(request), self.evaluate, request, nodes, scores=scores)
+        themselves (a kube-scheduler extender's filter and prioritize).  With a node policy apart from the
+        device policy, a node's score is the node policy's (``levels.node_scores``)."""
+        request = self.with_defaults(request)
+        device, node = self.levels(request)
+
+        def evaluate(*args: Any, **kwargs: Any) -> ScoredPart:
+            return self.evaluate(*args, scoring=device, **kwargs)
+
+        verdicts = judge_nodes(self.cluster, self.chooser(request), evaluate, request, nodes, scores=scores)
+        if scores and node is not device and verdicts.feasible and request.parts:
+            host = filtering.host_ok(self.cluster, request)
+            evals = [self.evaluate(p, i, request, host=host, scoring=node) for i, p in enumerate(request.parts)]
+            by_node = levels.node_scores(evals, len(self.cluster.node_names))
+            rows = self.cluster.node_rows(verdicts.feasible)
+            verdicts.scores = dict(zip(verdicts.feasible, by_node[rows].tolist(), strict=True))
+        return verdicts
 
     def rejections(self, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
         """Reason codes per node (and per rejected device uuid) for ``--explain``."""
-        found = self._rank(request, 0).reasons
+        found = self._rank(self.with_defaults(request), 0).reasons
         assert found is not None
         return found if isinstance(found, dict) else found.spelled_out()
 
     # ------------------------------------------------------------------ stages
-    def chooser(self, request: ResourceRequest) -> Chooser:
-        """The set and node choice for ``request`` under this engine's policy."""
-        return Chooser(self.cluster, self.scoring, request.topology, self.policy.topology_min_pair_score)
+    def chooser(self, request: ResourceRequest, scoring: Scoring | None = None) -> Chooser:
+        """The set and node choice for ``request`` under its device policy (``scoring``, default: its own)."""
+        scoring = scoring or self.levels(request)[0]
+        return Chooser(self.cluster, scoring, request.topology, scoring.policy.topology_min_pair_score,
+                       apart_of(request))
 
     def evaluate(
         self,
@@ -224,9 +292,11 @@ class Engine:
         host: BoolArray | None = None,
         mask: BoolArray | None = None,
         scored: bool = True,
+        scoring: Scoring | None = None,
     ) -> ScoredPart:
-        """One part filtered (``candidates``) and scored (``scoring``); ``host``: per node row, the nodes the
-        request may use, so scorers that judge the candidates as a whole see only what can be chosen."""
+        """One part filtered (``candidates``) and scored (by ``scoring``, default the engine's device policy);
+        ``host``: per node row, the nodes the request may use, so scorers that judge the candidates as a whole
+        see only what can be chosen."""
         c = self.cluster
         found = filtering.candidates(c, part, index, host=host, mask=mask)
         if host is not None and part.count > 1 and found.rows.size:  # placing: a node with too few is no candidate
@@ -234,8 +304,9 @@ class Engine:
             if not enough.all():
                 found = filtering.Candidates(found.rows[enough], found.memory[enough],
                                              None if found.cores is None else found.cores[enough], found.grants)
-        return self.scoring.score_part(c, request, part, index, found, lambda: filtering.device_codes(c, part, index),
-                                       scored=scored)
+        return (scoring or self.scoring).score_part(
+            c, request, part, index, found, lambda: filtering.device_codes(c, part, index), scored=scored
+        )
 
     def _rank(
         self,
@@ -246,18 +317,29 @@ class Engine:
         masks: Sequence[BoolArray | None] | None = None,
     ) -> Ranking:
         host = filtering.host_ok(self.cluster, request)
-        chooser = self.chooser(request)
+        device, node = self.levels(request)
+        chooser = self.chooser(request, device)
         masks = masks if masks is not None else [None] * len(request.parts)
-        evals = [self.evaluate(part, i, request, host=host, mask=masks[i]) for i, part in enumerate(request.parts)]
+        evals = [self.evaluate(part, i, request, host=host, mask=masks[i], scoring=device)
+                 for i, part in enumerate(request.parts)]
+        named = device.policy.name if node is device else f"{node.policy.name}/{device.policy.name}"
         if not evals:
-            placements = self._host_placements(chooser, request, host, max(limit, 0))
+            placements = self._host_placements(self.chooser(request, node), request, host, max(limit, 0))
         else:
-            if request.same_node:
+            if node is not device:
+                node_evals = [node.score_part(self.cluster, request, ev.part, ev.index, ev.candidates, ev.explain)
+                              for ev in evals]
+                if request.same_node:
+                    ranked = levels.same_node(chooser, evals, node_evals, host, max(limit, 1))
+                else:
+                    split = levels.split(chooser, evals, node_evals, host)
+                    ranked = [split] if split is not None else []
+            elif request.same_node:
                 ranked = chooser.same_node(evals, host, max(limit, 1))
             else:
                 split = chooser.split(evals, host)
                 ranked = [split] if split is not None else []
-            placements = [self._placement(request, r) for r in ranked[: max(limit, 0)]]
+            placements = [self._placement(request, r, device, named) for r in ranked[: max(limit, 0)]]
         if explain and (limit == 0 or not placements):
             have = None
             if host.all() and all(m is None for m in masks) and all(ev.part.count == 1 for ev in evals):
@@ -268,14 +350,16 @@ class Engine:
     def _host_placements(
         self, chooser: Chooser, request: ResourceRequest, host: BoolArray, limit: int
     ) -> list[Placement]:
+        """A request without devices goes where its node policy puts it."""
+        scoring = chooser.scoring
         return [
-            Placement(request, node, [], score, breakdown, dict(self.weights), self.policy.name)
+            Placement(request, node, [], score, breakdown, dict(scoring.weights), scoring.policy.name)
             for node, score, breakdown in chooser.host_only(request, host, limit)
         ]
 
-    def _placement(self, request: ResourceRequest, ranked: Ranked) -> Placement:
+    def _placement(self, request: ResourceRequest, ranked: Ranked, scoring: Scoring, policy: str) -> Placement:
         _, node, _, chosen = ranked
-        breakdown = dict.fromkeys(self.weights, 0.0)
+        breakdown = dict.fromkeys(scoring.weights, 0.0)
         weight = sum(ev.part.count for ev, _ in chosen)
         for ev, choice in chosen:
             for name, value in choice.per_scorer.items():
@@ -286,7 +370,7 @@ class Engine:
             grants=grants_of(self.cluster, chosen),
             score=combined(chosen),
             breakdown=breakdown,
-            weights=dict(self.weights),
-            policy=self.policy.name,
+            weights=dict(scoring.weights),
+            policy=policy,
         )
 

@@ -15,11 +15,12 @@ import numpy as np
 
 from hami_devices.errors import InsufficientResources, ReasonCode
 from hami_devices.models import ResourceRequest
-from hami_devices.rules import DEVICE_CODES, NODE_CODES, NODE_RULES, HostDemand
+from hami_devices.rules import DEVICE_CODES, NODE_CODES, NODE_RULES, PART_NODE_CODES, HostDemand
 from hami_devices.rules.columns import AsIfEmpty, BoolArray, ColumnView, IntArray
 from hami_devices.scheduling.choosing import Chooser
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.scoring import ScoredPart
+from hami_devices.traits import catalog_model_names, did_you_mean
 
 NEAREST = 3
 
@@ -33,6 +34,20 @@ def unknown_names(cluster: ClusterState, request: ResourceRequest) -> dict[str, 
         if part.models and not any(cluster.knows_model(m) for m in part.models):
             out[f"parts.{i}.models"] = [ReasonCode.UNKNOWN_MODEL]
     return out
+
+
+def unknown_hints(cluster: ClusterState, request: ResourceRequest) -> str:
+    """": parts.0.models 'A100' (did you mean A100-40GB, A100-80GB?)" for each name nothing answers to."""
+    known = [*cluster.models, *catalog_model_names()]
+    hints = []
+    for i, part in enumerate(request.parts):
+        for name in part.models:
+            if not cluster.knows_model(name):
+                hints.append(f"parts.{i}.models {name!r}{did_you_mean(name, known)}")
+        for name in part.vendors:
+            if not cluster.knows_vendor(name):
+                hints.append(f"parts.{i}.vendors {name!r}{did_you_mean(name, cluster.vendors)}")
+    return (": " + "; ".join(hints)) if hints else ""
 
 
 def node_failures(
@@ -57,9 +72,10 @@ NODE_ORDER: tuple[ReasonCode, ...] = (
     ReasonCode.NODE_INSUFFICIENT_DEVICES,
     *DEVICE_CODES,
     ReasonCode.NODE_TOPOLOGY_UNSATISFIED,
+    *PART_NODE_CODES,
 )
 """The codes a node's entry may carry, in the order they are reported: its own node rules, too few devices
-(then the first rule each of its devices failed), and required topology."""
+(then the first rule each of its devices failed), required topology, and anti-affinity between the parts."""
 _DEVICES_SHORT = len(NODE_CODES)
 _FIRST_DEVICE = _DEVICES_SHORT + 1
 
@@ -129,7 +145,9 @@ def explain(
         if request.topology == "required" and ev.part.count > 1:
             for k in np.flatnonzero(~short & host_ok[live]).tolist():
                 if chooser.node_choice(ev, int(live[k]), set()) is None:
-                    flags[k, len(NODE_ORDER) - 1] = True
+                    flags[k, NODE_ORDER.index(ReasonCode.NODE_TOPOLOGY_UNSATISFIED)] = True
+    if chooser.apart:  # every part could use these nodes alone: keeping the parts apart is what failed
+        flags[~flags.any(axis=1), NODE_ORDER.index(ReasonCode.NODE_ANTI_AFFINITY)] = True
     # each (device, code) once, in row then table order, however many parts rejected it for that code
     packed = np.unique(np.concatenate(pairs)) if len(pairs) > 1 else (pairs[0] if pairs else np.zeros(0, np.int64))
     return ArrayExplanation(c, live, flags, packed // len(DEVICE_CODES), packed % len(DEVICE_CODES))
@@ -147,7 +165,8 @@ def refusal(
     """
     label = request.name or "request"
     if isinstance(found, dict):
-        return InsufficientResources(f"no placement for {label}", found, permanent=True)
+        return InsufficientResources(f"no placement for {label}{unknown_hints(cluster, request)}", found,
+                                     permanent=True)
     fits = [cluster.fits_empty(part, i) for i, part in enumerate(request.parts)]
     permanent = not could_fit(cluster, request, fits)
     return InsufficientResources(
@@ -162,8 +181,11 @@ def could_fit(cluster: ClusterState, request: ResourceRequest, fits: list[BoolAr
     necessary condition only.
     """
     size = cluster.size
-    host = (cluster.node_cpu_total >= request.host_cpu_milli) & (cluster.node_mem_total >= request.host_memory_mib)
     n = len(cluster.node_names)
+    host = np.zeros(n, dtype=bool)
+    host[cluster.live_node_rows()] = True
+    for _, bad in node_failures(cluster, request, as_if_empty=True):
+        host &= ~bad
     if not request.parts:
         return bool(host.any())
     counts = [np.bincount(cluster.node[:size][f], minlength=n) for f in fits]
@@ -174,7 +196,10 @@ def could_fit(cluster: ClusterState, request: ResourceRequest, fits: list[BoolAr
             ok &= count >= part.count
         ok &= union >= request.device_count
         return bool(ok.any())
-    return all(bool((host & (count >= part.count)).any()) for part, count in zip(request.parts, counts, strict=True))
+    each = all(bool((host & (count >= part.count)).any()) for part, count in zip(request.parts, counts, strict=True))
+    if any(p.anti_affinity for p in request.parts):  # parts kept apart need two nodes at least
+        return each and int((host & np.logical_or.reduce([c > 0 for c in counts])).sum()) >= 2
+    return each
 
 
 def nearest(

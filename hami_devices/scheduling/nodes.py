@@ -1,4 +1,4 @@
-"""The cluster's nodes as columns: host CPU and memory, whether schedulable, labels, name order.
+"""The cluster's nodes as columns: host CPU and memory, whether schedulable, labels, taints, name order.
 
 One row per node, appended as nodes join; a node that leaves keeps its row, named
 "" and unschedulable, so device columns that point at node rows stay valid.
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from hami_devices.errors import InvalidRequest
+from hami_devices.models import ACCELERATOR_TAINT, Taint
 from hami_devices.rules import ColumnView
 from hami_devices.rules.columns import BoolArray, IntArray
 
@@ -28,6 +29,7 @@ class NodeState:
     cpu_used: int = 0
     memory_used: int = 0
     schedulable: bool = True
+    taints: list[Taint] = field(default_factory=list)
 
 
 class NodeTable:
@@ -48,6 +50,8 @@ class NodeTable:
         self._last_rows: tuple[tuple[Any, ...], IntArray] | None = None
         self._name_rank: IntArray | None = None  # node row -> rank of its name (tie-breaks)
         self._label_columns: dict[str, tuple[dict[str, int], IntArray]] = {}  # label key -> value ids per node
+        self._taint_columns: tuple[tuple[int, int], list[tuple[Taint, BoolArray]]] | None = None
+        self._taint_accelerators = False
         self.version = 0
 
     def _refresh_node(self, node_name: str) -> None:
@@ -63,10 +67,17 @@ class NodeTable:
 
     def node_view(self, at: IntArray | slice | None = None) -> ColumnView:
         """The node columns at node rows ``at`` (default: every node row), as the node rules read them."""
-        return ColumnView(self, slice(0, len(self._node_names)) if at is None else at, self)  # type: ignore[arg-type]
+        return ColumnView(self, slice(0, len(self._node_names)) if at is None else at, self)
 
     # ------------------------------------------------------------------ nodes
-    def _add_node_row(self, name: str, cpu_milli: int, memory_mib: int, labels: Mapping[str, str] | None) -> None:
+    def _add_node_row(
+        self,
+        name: str,
+        cpu_milli: int,
+        memory_mib: int,
+        labels: Mapping[str, str] | None,
+        taints: Sequence[Taint] = (),
+    ) -> None:
         if name in self.nodes:
             raise InvalidRequest("node", f"node {name!r} already in the cluster")
         if cpu_milli < 0 or memory_mib < 0:
@@ -80,9 +91,10 @@ class NodeTable:
         self.node_mem_total = np.append(self.node_mem_total, memory_mib)
         self.node_ok = np.append(self.node_ok, True)
         self.node_version = np.append(self.node_version, 0)
-        self.nodes[name] = NodeState(name, cpu_milli, memory_mib, dict(labels or {}))
+        self.nodes[name] = NodeState(name, cpu_milli, memory_mib, dict(labels or {}), taints=list(taints))
         self._name_rank = None
         self._label_columns.clear()
+        self._taint_columns = None
 
     def _drop_node_row(self, name: str) -> None:
         row = self._node_index.pop(name)
@@ -90,7 +102,26 @@ class NodeTable:
         self.node_ok[row] = False
         self.node_version[row] += 1
         self._name_rank = None
+        self._taint_columns = None
         del self.nodes[name]
+
+    @property
+    def taint_accelerators(self) -> bool:
+        """Every node with devices carries ``ACCELERATOR_TAINT`` (``keep-cpu-tasks-off-accelerators``)."""
+        return self._taint_accelerators
+
+    @taint_accelerators.setter
+    def taint_accelerators(self, value: bool) -> None:
+        self._taint_accelerators = value
+        self._taint_columns = None
+        self.version += 1
+
+    def set_taints(self, name: str, taints: Sequence[Taint]) -> None:
+        """Replace the node's taints (new placements must tolerate them; what runs there stays)."""
+        self._node(name).taints = list(taints)
+        self._taint_columns = None
+        self.node_version[self._node_index[name]] += 1
+        self.version += 1
 
     def set_schedulable(self, name: str, schedulable: bool) -> None:
         self._node(name).schedulable = schedulable
@@ -156,3 +187,37 @@ class NodeTable:
         ids, values = column
         return values == ids.get(value, -2)  # type: ignore[no-any-return]
 
+
+    def _nodes_with_devices(self) -> BoolArray:
+        """Per node row: the node has devices (``Tables`` knows; a table of nodes alone has none)."""
+        return np.zeros(len(self._node_names), dtype=bool)
+
+    def _devices_key(self) -> int:
+        """Changes whenever which nodes have devices may have changed (``Tables``: its layout version)."""
+        return 0
+
+    def node_taints(self) -> list[tuple[Taint, BoolArray]]:
+        """Each distinct taint in the cluster, with the node rows that carry it (kept until nodes, their
+        taints or the device layout change)."""
+        key = (len(self._node_names), self._devices_key())
+        if self._taint_columns is not None and self._taint_columns[0] == key:
+            return self._taint_columns[1]
+        columns: dict[tuple[str, str, str], tuple[Taint, BoolArray]] = {}
+        for row, name in enumerate(self._node_names):
+            state = self.nodes.get(name)
+            for taint in state.taints if state is not None else ():
+                mark = (taint.key, taint.value, taint.effect)
+                if mark not in columns:
+                    columns[mark] = (taint, np.zeros(len(self._node_names), dtype=bool))
+                columns[mark][1][row] = True
+        if self._taint_accelerators:
+            accel = Taint(key=ACCELERATOR_TAINT)
+            mark = (accel.key, accel.value, accel.effect)
+            carried = self._nodes_with_devices()
+            if mark in columns:
+                columns[mark][1][:] |= carried
+            else:
+                columns[mark] = (accel, carried)
+        found = [c for c in columns.values() if c[1].any()]
+        self._taint_columns = (key, found)
+        return found

@@ -42,6 +42,11 @@ class ScoredPart:
     nodes: IntArray  # node row per candidate
     explain: Callable[[], tuple[IntArray, IntArray]]  # each live row's first failing rule, on first use
 
+    @property
+    def candidates(self) -> Candidates:
+        """The filter's answer this part was scored over (another policy may score it again)."""
+        return Candidates(self.rows, self.memory, self.ctx.cores, self.grants)
+
     @cached_property
     def device_codes(self) -> tuple[IntArray, IntArray]:
         """(live rows, the index into ``DEVICE_CODES`` of each one's first failing rule; -1 passes)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from hami_devices.accounting import DeviceUsage, memory_capacity
+from hami_devices.accounting import DeviceUsage, device_core_capacity, device_memory_capacity
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import PRECISIONS, DeviceInfo, Health
 from hami_devices.rounding import DefaultRule, GrantRule
@@ -247,8 +247,8 @@ class Tables(NodeTable):
         self.healthy[row] = info.healthy
         self.mem_total[row] = info.memory_mib
         self.mem_used[row] = 0
-        self.mem_cap[row] = memory_capacity(info.memory_mib, rule.memory_factor)
-        self.core_cap[row] = rule.core_capacity
+        self.mem_cap[row] = device_memory_capacity(info, rule.memory_factor)
+        self.core_cap[row] = device_core_capacity(info, rule.core_capacity)
         self.cores_used[row] = 0
         self.sharers[row] = 0
         self.split[row] = info.split_count
@@ -264,6 +264,15 @@ class Tables(NodeTable):
         self.layout_version += 1
         self.version += 1
         return row
+
+    def _nodes_with_devices(self) -> BoolArray:
+        carried = np.zeros(len(self.node_names), dtype=bool)
+        rows = self.live_rows()
+        carried[self.node[rows]] = True
+        return carried
+
+    def _devices_key(self) -> int:
+        return self.layout_version
 
     def _row_added(self) -> None:
         """A new row exists (subclasses keep per-row state beside the columns)."""

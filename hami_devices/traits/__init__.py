@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
@@ -61,9 +63,37 @@ def find(vendor: str, model: str) -> DeviceTraits | None:
     return _index().get((vendor, normalize_model_name(model)))
 
 
+def nearest_names(name: str, known: Iterable[str], limit: int = 3) -> list[str]:
+    """The names of ``known`` nearest to ``name``, for "did you mean" in refusals and validation errors.
+
+    Names that start with ``name`` (as model names compare: case, dashes and vendor prefixes
+    aside) come first, as ``A100`` does for ``A100-80GB``; then the closest spellings (difflib).
+    """
+    by_key: dict[str, str] = {}
+    for candidate in known:
+        by_key.setdefault(normalize_model_name(candidate), candidate)
+    wanted = normalize_model_name(name)
+    prefixed = sorted(k for k in by_key if k.startswith(wanted) and k != wanted)
+    close = difflib.get_close_matches(wanted, list(by_key), n=limit + len(prefixed), cutoff=0.6)
+    keys = list(dict.fromkeys([*prefixed, *close]))[:limit]
+    return [by_key[k] for k in keys]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean A100-80GB, A100-40GB?)"``, or "" when nothing is near."""
+    near = nearest_names(name, known)
+    return f" (did you mean {', '.join(near)}?)" if near else ""
+
+
+def catalog_model_names() -> list[str]:
+    """Every model the shipped catalog knows, by its catalog name."""
+    return [t.model for t in all_traits()]
+
+
 def lookup(vendor: str, model: str) -> DeviceTraits:
     traits = find(vendor, model)
     if traits is None:
         known = ", ".join(t.model for t in models(vendor)) or "none"
-        raise InvalidRequest("model", f"unknown {vendor} model {model!r} (known: {known})")
+        hint = did_you_mean(model, [t.model for t in models(vendor)])
+        raise InvalidRequest("model", f"unknown {vendor} model {model!r}{hint} (known: {known})")
     return traits

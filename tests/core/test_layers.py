@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
         "hami_devices.errors", "hami_devices.models", "hami_devices.config", "hami_devices.yamlfile",
         "hami_devices.extras", "hami_devices.traits", "hami_devices.accounting", "hami_devices.rounding",
         "hami_devices.rules", "hami_devices.plugins", "hami_devices.inventory", "hami_devices.workload",
-        "hami_devices.ledger", "hami_devices.limiter", "hami_devices.node_identity",
+        "hami_devices.ledger", "hami_devices.limiter", "hami_devices.node_identity", "hami_devices.nodeconfig",
     ),
     (  # 2. vendor adapters and devices
         "hami_devices.isolation", "hami_devices.monitoring", "hami_devices.device", "hami_devices.simulated",

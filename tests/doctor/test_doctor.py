@@ -170,6 +170,24 @@ def test_an_invalid_configuration_is_named(fake_node: FakeNode) -> None:
     assert code == 0 and "policy spread" in by_id(report)["config"]["why"]
 
 
+def test_node_config_applies_to_the_hardware_and_doctor_shows_it(fake_node: FakeNode) -> None:
+    """The fake NVML's four T4s, selected as node ``gpu-7`` (``NODE_NAME``): GPU 1 filtered out, the rest
+    with the node's split count and scaled memory and cores."""
+    config = fake_node.tmp / "config.yaml"
+    config.write_text("node-config:\n  - name: gpu-[0-9]\n    split-count: 2\n    memory-scaling: 1.5\n"
+                      "    core-scaling: 2\n    filter-devices: {indexes: [1]}\n")
+    env = {**fake_node.env, "NODE_NAME": "gpu-7"}
+    _, report = fake_node.doctor("--vendor", "nvidia", "--no-limiter-probe", "--config", str(config), env=env)
+    check = by_id(report)["config.node-config"]
+    assert check["status"] == "PASS" and "gpu-7: memory-scaling 1.5, core-scaling 2, split-count 2" in check["why"]
+    (node,) = check["detail"]["nodes"].values()
+    assert node["name"] == "gpu-7" and len(node["filtered"]) == 1 and len(node["devices"]) == 3
+    assert {(d["split-count"], d["memory-mib"], d["cores"]) for d in node["devices"].values()} == {(2, 23040, 200)}
+    _, report = fake_node.doctor("--vendor", "nvidia", "--no-limiter-probe", "--config", str(config),
+                                 env={**fake_node.env, "NODE_NAME": "cpu-1"})
+    assert by_id(report)["config.node-config"]["status"] == "WARN"  # no entry selects this node
+
+
 def test_the_table_shows_why_and_what_to_do(fake_node: FakeNode) -> None:
     import subprocess
     import sys

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from hami_devices.accounting import memory_capacity
+from hami_devices.accounting import device_core_capacity, device_memory_capacity
 from hami_devices.device import Device
 from hami_devices.errors import InvalidRequest
 from hami_devices.integrations.ray.spec import FIELD, ShareSpec
@@ -42,8 +42,8 @@ def node_resources(devices: Iterable[Device]) -> dict[str, float]:
         if not info.healthy:
             continue
         usage = device.usage()
-        memory = max(0, memory_capacity(info.memory_mib, device.adapter.memory_factor) - usage.memory_mib)
-        cores = max(0, device.adapter.core_capacity - usage.cores)
+        memory = max(0, device_memory_capacity(info, device.adapter.memory_factor) - usage.memory_mib)
+        cores = max(0, device_core_capacity(info, device.adapter.core_capacity) - usage.cores)
         for model in (model_key(info.vendor, info.traits.model if info.traits else info.model), None):
             free[resource_name(info.vendor, model, MEMORY)] += memory
             free[resource_name(info.vendor, model, CORES)] += cores

@@ -186,7 +186,7 @@ class DraAllocator(Narrowing, Counters):
                 attempts += 1
                 if attempts > MAX_ATTEMPTS:
                     break
-                request = ResourceRequest(name=claim.label, parts=[o.part for o in combo], same_node=True)
+                request = ResourceRequest(name=claim.label, parts=[o.part for o in combo], policy=claim.policy)
                 first = first or (request, combo)
                 chosen = self._place(claim, request, combo)
                 if chosen is not None:

@@ -74,7 +74,7 @@ def _probe(rule: GrantRule, info: DeviceInfo, memory: int, cores: int) -> Grant 
 
 
 def memory_capacity(rule: GrantRule, info: DeviceInfo) -> Capacity:
-    total = accounting.memory_capacity(info.memory_mib, rule.memory_factor)
+    total = accounting.device_memory_capacity(info, rule.memory_factor)
     whole = min(info.memory_mib, total)  # the default: the card's memory, as far as it may be granted
     if rule.plain_shares(info):
         return Capacity(total, "Mi", whole, minimum=1, maximum=total, step=1)
@@ -101,7 +101,7 @@ def memory_capacity(rule: GrantRule, info: DeviceInfo) -> Capacity:
 
 
 def cores_capacity(rule: GrantRule, info: DeviceInfo) -> Capacity:
-    total = rule.core_capacity
+    total = accounting.device_core_capacity(info, rule.core_capacity)
     top = min(FULL_CORES, total)
     if rule.plain_shares(info):
         return Capacity(total, "", top, minimum=1, maximum=top, step=1)

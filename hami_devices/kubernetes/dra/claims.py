@@ -16,6 +16,8 @@ from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.kubernetes.dra import names
+from hami_devices.kubernetes.policies import annotated_policy
+from hami_devices.models import RequestPolicy
 
 ALL = "All"
 EXACT_COUNT = "ExactCount"
@@ -59,6 +61,7 @@ class Claim:
     requests: list[Request]
     constraints: list[Constraint]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    policy: RequestPolicy | None = None  # HAMi's policy annotations on the claim
 
     @property
     def label(self) -> str:
@@ -131,7 +134,12 @@ def parse_claim(data: Any, source: str = "<claim>") -> Claim:
         if (match is None) == (distinct is None):
             raise InvalidRequest(where, "set exactly one of matchAttribute and distinctAttribute", source=source)
         constraints.append(Constraint(tuple(r.split("/", 1)[0] for r in listed), match, distinct))
-    return Claim(name, namespace, uid, requests, constraints, data)
+    annotations = meta.get("annotations") or {}
+    try:
+        policy = annotated_policy(annotations, "metadata.annotations") if isinstance(annotations, dict) else None
+    except InvalidRequest as exc:
+        raise InvalidRequest(exc.field, f"claim {label}: {exc.message}", source=source) from None
+    return Claim(name, namespace, uid, requests, constraints, data, policy)
 
 
 def _sub(raw: dict[str, Any], request: str, name: str, where: str, label: str, source: str) -> SubRequest:

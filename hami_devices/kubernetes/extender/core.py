@@ -47,8 +47,6 @@ from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceHandle, ResourceRequest
 from hami_devices.registry import load_vendors
 from hami_devices.scheduling.cluster import PlacementState
-from hami_devices.scheduling.engine import Engine
-from hami_devices.scheduling.policies import configured_policies
 
 UNKNOWN_NODE = "UnknownNode"
 BIND_ATTEMPTS = 3
@@ -81,8 +79,6 @@ class Extender:
         self.lease_s = lease_s
         self.engine = build_engine(inventory, config, policy=policy, registry=registry)
         self.cluster = self.engine.cluster
-        self._user_policies = configured_policies(config.scheduler.policy_files, None)
-        self._engines: dict[str, Engine] = {self.engine.policy.name: self.engine}
         devices = discover(inventory, config=config, ledger=ledger, registry=registry)
         self.devices: dict[str, list[Device]] = {}
         for device in devices:
@@ -109,7 +105,7 @@ class Extender:
         with self._state:
             missing = (self.cluster.node_rows(names) < 0).tolist()
             known = list(compress(names, [not m for m in missing])) if any(missing) else names
-            verdict = self._engine(pod.policy).judge_nodes(pod.request, known, scores=False)
+            verdict = self.engine.judge_nodes(pod.request, known, scores=False)
         unresolvable: dict[str, str] = dict.fromkeys(
             compress(names, missing), f"{UNKNOWN_NODE}: not in the extender's inventory"
         )
@@ -132,9 +128,10 @@ class Extender:
         with self._state:
             missing = (self.cluster.node_rows(names) < 0).tolist()
             known = list(compress(names, [not m for m in missing])) if any(missing) else names
-            engine = self._engine(pod.policy)
-            verdict = engine.judge_nodes(pod.request, known, scores=True)
-            scores = node_scores(self.cluster, engine.weights, verdict.scores)
+            verdict = self.engine.judge_nodes(pod.request, known, scores=True)
+            # the node policy decides between nodes: its fit scorer's direction blends in how full each node is
+            node_scoring = self.engine.levels(pod.request)[1]
+            scores = node_scores(self.cluster, node_scoring.weights, verdict.scores)
         return wire.priorities(scaled(scores, args.node_names))
 
     # ------------------------------------------------------------------ preempt
@@ -189,7 +186,7 @@ class Extender:
         error = ""
         for _ in range(BIND_ATTEMPTS):
             with self._state:
-                engine = self._engine(pod.policy)
+                engine = self.engine
                 request = leases.leased(_pinned(pod.request, self.devices[node]), time.time() + self.lease_s)
                 try:
                     placement = engine.place(request)
@@ -337,13 +334,6 @@ class Extender:
             lowered = term.lower()
             found = memo[term] = [m for m, aliases in self._models[1].items() if any(lowered in a for a in aliases)]
         return list(found) or [term]
-
-    def _engine(self, policy: str | None) -> Engine:
-        name = policy or self.engine.policy.name
-        engine = self._engines.get(name)
-        if engine is None:
-            engine = self._engines[name] = Engine(self.cluster, name, user_policies=self._user_policies)
-        return engine
 
     @contextmanager
     def _pod_lock(self, uid: str) -> Iterator[None]:

@@ -17,7 +17,9 @@ HAMi-compatible resource names (a container's ``limits``, else its ``requests``)
 Every device resource is a count of its unit, whatever suffix carries the number
 (``quantity.count``): Go's client writes 4000 as ``"4k"``, which is 4000 MiB of
 ``gpumem``, never 4000 bytes.  Only the container's ``memory`` is bytes.
-A device count without memory takes the whole memory of each device (HAMi's default).
+A device count without memory or cores takes ``scheduler.default-memory`` and
+``scheduler.default-cores`` (by default the whole memory of each device and no core
+share, HAMi's ``defaultMem`` 0 and ``defaultCores`` 0).
 Each container that asks for devices becomes one part per vendor; the parts of a pod
 are placed together on one node, on distinct devices.  Host CPU and memory are the
 pod's effective requests (the containers' sum, or the largest init container, plus
@@ -27,8 +29,8 @@ Annotations: ``nvidia.com/use-gputype`` / ``nouse-gputype`` and
 ``cambricon.com/use-mlutype`` / ``nouse-mlutype`` (comma lists; as in HAMi an entry
 matches every model whose name or alias contains it, case-insensitively),
 ``nvidia.com/use-gpuuuid`` / ``nouse-gpuuuid`` (device uuids),
-``hami.io/gpu-scheduler-policy`` (else ``hami.io/node-scheduler-policy``: the engine
-policy for this pod: ``binpack``, ``spread`` or any configured policy), and ours:
+``hami.io/node-scheduler-policy`` and ``hami.io/gpu-scheduler-policy`` (this pod's node and
+device policies, ``binpack``, ``spread`` or any configured policy: ``ResourceRequest.policy``), and ours:
 ``hami-devices.io/task-type``, ``hami-devices.io/preemptible`` (``"true"``: lower-priority
 pods' victim search may evict it), ``hami-devices.io/topology`` (none, preferred,
 required), ``hami-devices.io/precision``, ``hami-devices.io/queue``.  The pod's priority is
@@ -45,6 +47,7 @@ from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.kubernetes import quantity as q
+from hami_devices.kubernetes.policies import DEVICE_POLICY, NODE_POLICY, annotated_policy
 from hami_devices.models import RequestPart, ResourceRequest
 
 NVIDIA_COUNT = "nvidia.com/gpu"
@@ -57,7 +60,7 @@ MLU_CORES = "cambricon.com/mlu.smlu.vcore"
 MLU_MEMORY_UNIT_MIB = 256
 ASCEND = re.compile(r"^huawei\.com/(Ascend[0-9A-Za-z]+(?:-[0-9]+)?)(-memory)?$")
 
-POLICY_ANNOTATIONS = ("hami.io/gpu-scheduler-policy", "hami.io/node-scheduler-policy")
+POLICY_ANNOTATIONS = (DEVICE_POLICY, NODE_POLICY)
 OURS = "hami-devices.io/"
 _PREFIXES = ("nvidia.com/", "huawei.com/Ascend", "cambricon.com/")
 
@@ -78,7 +81,8 @@ class PodRef:
 
 @dataclass
 class PodRequest:
-    """What a pod asks of our devices: the request, the engine policy it names (or None), and who it is."""
+    """What a pod asks of our devices: the request (its ``policy`` from the HAMi annotations), a policy it
+    names (the device policy, else the node policy, else None), and who it is."""
 
     pod: PodRef
     request: ResourceRequest
@@ -144,6 +148,7 @@ def pod_request(pod: Mapping[str, Any], models_matching: ModelLookup | None = No
         preemptible=_flag(annotations, OURS + "preemptible"),
         queue=_annotation(annotations, OURS + "queue") or "default",
         labels={OURS + "pod-uid": ref.uid, OURS + "pod-namespace": ref.namespace, OURS + "pod-name": ref.name},
+        policy=annotated_policy(annotations, "Pod.metadata.annotations"),
     )
     policy = next((str(annotations[k]) for k in POLICY_ANNOTATIONS if annotations.get(k)), None)
     return PodRequest(ref, request, policy)
@@ -170,7 +175,7 @@ def _container_parts(
                 exclude_models=_models(annotations, "nvidia.com/nouse-gputype", lookup),
                 uuids=_split(annotations.get("nvidia.com/use-gpuuuid")),
                 exclude_uuids=_split(annotations.get("nvidia.com/nouse-gpuuuid")),
-                cores=_percent(res.get(NVIDIA_CORES), f"{where}.{NVIDIA_CORES}"),
+                **_cores(res.get(NVIDIA_CORES), f"{where}.{NVIDIA_CORES}"),
                 **_memory(memory, percent, f"{where}.{NVIDIA_MEMORY}", f"{where}.{NVIDIA_MEMORY_PERCENT}"),
                 **extra,
             )
@@ -187,8 +192,8 @@ def _container_parts(
                 vendors=["cambricon"],
                 models=_models(annotations, "cambricon.com/use-mlutype", lookup),
                 exclude_models=_models(annotations, "cambricon.com/nouse-mlutype", lookup),
-                cores=_percent(res.get(MLU_CORES), f"{where}.{MLU_CORES}"),
-                **({"memory_mib": memory_mib} if memory_mib else {"memory_percent": 100.0}),
+                **_cores(res.get(MLU_CORES), f"{where}.{MLU_CORES}"),
+                **({"memory_mib": memory_mib} if memory_mib else {}),
                 **extra,
             )
         )
@@ -211,7 +216,7 @@ def _container_parts(
                 count=n,
                 vendors=["ascend"],
                 models=[model],
-                **({"memory_mib": memory_mib} if memory_mib else {"memory_percent": 100.0}),
+                **({"memory_mib": memory_mib} if memory_mib else {}),
                 **extra,
             )
         )
@@ -256,13 +261,14 @@ def _milli(value: Any, field: str) -> int:
     return math.ceil(amount * 1000)
 
 
-def _percent(value: Any, field: str) -> int:
+def _cores(value: Any, field: str) -> dict[str, int]:
+    """The part's cores where the pod gives them; none: the engine's default (``scheduler.default-cores``)."""
     if value is None:
-        return 0
+        return {}
     amount = _whole(value, field)
     if amount > 100:
         raise InvalidRequest(field, f"a percentage of one device, at most 100: {value!r}")
-    return amount
+    return {"cores": amount}
 
 
 def _memory(memory: Any, percent: Any, memory_field: str, percent_field: str) -> dict[str, Any]:
@@ -276,7 +282,7 @@ def _memory(memory: Any, percent: Any, memory_field: str, percent_field: str) ->
         if not 0 < value <= 100:
             raise InvalidRequest(percent_field, f"must be 1..100, got {percent!r}")
         return {"memory_percent": float(value)}
-    return {"memory_percent": 100.0}
+    return {}  # the engine's default memory (scheduler.default-memory; 0, HAMi's default: the whole device)
 
 
 def _host(spec: Mapping[str, Any]) -> tuple[int, int]:

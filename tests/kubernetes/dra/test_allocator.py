@@ -73,6 +73,26 @@ def test_the_engine_decides_where(allocator: DraAllocator) -> None:
     assert allocator.catalog.devices[row].own("uuid") == expected.grants[0].uuid
 
 
+def test_hami_policy_annotations_on_a_claim(allocator: DraAllocator) -> None:
+    """Two T4 nodes (tiers-a: two T4s, edge-mlu: one).  After a first share, binpack puts the next on the same
+    card; ``hami.io/node-scheduler-policy: spread`` sends it to the other node's empty T4 instead."""
+    pick = ('device.attributes["hami-devices.io"].model == "T4"',)
+
+    def share(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        raw = claim(name, [exactly("g", selectors=pick, memory="2Gi", cores="10")])
+        if annotations:
+            raw["metadata"]["annotations"] = annotations
+        result = _results(allocator.allocate(raw))[0]
+        return {"pool": result["pool"], "device": result["device"]}
+
+    first = share("first")
+    assert share("packed") == first  # the engine's binpack
+    spread = share("spread", {"hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "binpack"})
+    assert spread["pool"] != first["pool"]
+    with pytest.raises(InvalidRequest, match="no-such"):
+        share("bad", {"hami.io/gpu-scheduler-policy": "no-such"})
+
+
 def test_shares_fill_a_card_then_refuse(allocator: DraAllocator) -> None:
     pick = ('device.attributes["hami-devices.io"].model == "A30"',)
     for i in range(4):  # two A30s x two halves

@@ -50,7 +50,7 @@ FILTER_STEPS: list[tuple[str, Any]] = [
 
 PRIORITIZE_STEPS: list[tuple[str, Any]] = [
     ("prioritize", {"Pod": SMALL, "NodeNames": ["t4-0", "t4-1", "mixed-edge"]}),
-    ("prioritize", {"Pod": pod("spread", gpu(1, 4000), annotations={"hami.io/gpu-scheduler-policy": "spread"}),
+    ("prioritize", {"Pod": pod("spread", gpu(1, 4000), annotations={"hami.io/node-scheduler-policy": "spread"}),
                     "NodeNames": ["h100-a", "a30-a", "t4-0"]}),
     ("prioritize", {"Pod": pod("cpu-only", cpu="2"), "NodeNames": ["t4-0", "h100-a"]}),
     ("prioritize", b"[1, 2"),

@@ -26,13 +26,25 @@ def test_nvidia_share_with_annotations() -> None:
     assert found.request.task_type == "inference" and found.request.same_node
 
 
+def test_hami_policy_annotations_become_the_request_policy() -> None:
+    found = pod_request(pod("p", gpu(1, 3000), annotations={
+        "hami.io/node-scheduler-policy": "spread", "hami.io/gpu-scheduler-policy": "binpack"}))
+    assert found is not None and found.request.policy is not None
+    assert (found.request.policy.node, found.request.policy.device) == ("spread", "binpack")
+    only_device = pod_request(pod("q", gpu(1, 3000), annotations={"hami.io/gpu-scheduler-policy": "spread"}))
+    assert only_device is not None and only_device.request.policy is not None
+    assert (only_device.request.policy.node, only_device.request.policy.device) == (None, "spread")
+    plain = pod_request(pod("r", gpu(1, 3000)))
+    assert plain is not None and plain.request.policy is None
+
+
 def test_memory_forms() -> None:
     def memory(limits: dict[str, Any]) -> tuple[Any, Any]:
         found = pod_request(pod("m", limits))
         assert found is not None
         return found.request.parts[0].memory_mib, found.request.parts[0].memory_percent
 
-    assert memory({"nvidia.com/gpu": 1}) == (None, 100.0)  # HAMi's default: the whole memory
+    assert memory({"nvidia.com/gpu": 1}) == (None, None)  # the engine's default memory (the whole device)
     # a count of MiB whatever the suffix: Go's client writes 4000 as "4k" (and 8Gi would be 8 Gi MiB, not 8 GiB)
     assert memory({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "4k"}) == (4000, None)
     assert memory({"nvidia.com/gpu": 1, "nvidia.com/gpumem": "16Ki"}) == (16384, None)
