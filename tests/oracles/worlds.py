@@ -173,7 +173,11 @@ def _fill(
                 out.append((p.memory_mib, p.cores, False, p.name))
         return out
     if mode == "quiet":  # sharers holding memory and no cores: room for cores, none for an exclusive part
-        return [(draw(st.sampled_from([0, 1_024])), 0, False, None) for _ in range(draw(st.integers(1, dev.split)))]
+        quiet: list[tuple[int, int, bool, str | None]] = []
+        for _ in range(draw(st.integers(1, dev.split))):
+            memory = draw(st.sampled_from([0, 1_024]))
+            quiet.append((memory if _held(quiet).memory_mib + memory <= cap else 0, 0, False, None))
+        return quiet
     sharers = draw(st.integers(1, dev.split)) if mode == "shares" else dev.split
     out = []
     memory_left, cores_left = cap, min(cores_cap, 99 * sharers)
