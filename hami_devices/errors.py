@@ -169,6 +169,19 @@ class UnknownAllocation(HamiError, KeyError):
         return str(self.args[0])
 
 
+class AllocationInUse(HamiError):
+    """A release refused because workload processes still use the allocation (``pids``: how each is known
+    on this machine).  Stop them first, or release with ``force`` to revoke the allocation's limits."""
+
+    def __init__(self, handle_id: str, pids: Sequence[str]) -> None:
+        self.handle_id = handle_id
+        self.pids = list(pids)
+        super().__init__(
+            f"allocation {handle_id!r} is in use by {len(self.pids)} live process(es): {', '.join(self.pids)}; "
+            "stop them first, or release with --force (force=True) to revoke its limits"
+        )
+
+
 class DeviceUnavailable(HamiError):
     """A device (or a whole vendor back end) cannot be used right now."""
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from hami_devices import limiter
-from hami_devices.errors import InvalidRequest, LimiterError, UnknownAllocation
+from hami_devices.errors import AllocationInUse, InvalidRequest, LimiterError, UnknownAllocation
+from hami_devices.isolation import by_pid, process_name
 from hami_devices.ledger.events import Event, EventKind
 from hami_devices.models import DeviceHandle
 
@@ -76,6 +77,11 @@ class AllocationStatus:
     @property
     def live_processes(self) -> int:
         return sum(p.alive for p in self.processes)
+
+    @property
+    def live_pids(self) -> list[str]:
+        """The live processes' pids as this machine numbers them (with a container's own pid where it differs)."""
+        return by_pid({process_name(p.pid, p.host_pid) for p in self.processes if p.alive})
 
     @property
     def state(self) -> State:
@@ -198,7 +204,7 @@ def _why_kept(status: AllocationStatus, grace_s: float) -> str | None:
     if status.errors:
         return "region unreadable: " + "; ".join(status.errors)
     if status.live_processes:
-        return f"{status.live_processes} live process(es)"
+        return f"{status.live_processes} live process(es): {', '.join(status.live_pids)}"
     if status.age_s < grace_s:
         return f"no live process, but younger than the grace period ({status.age_s:.0f} s < {grace_s:.0f} s)"
     return None
@@ -226,6 +232,9 @@ def _release(
         release_from(ledger, handle.id, adapters, reason=f"gc: {reason}")
     except UnknownAllocation as exc:  # released by someone else meanwhile
         report.actions.append(GcAction("release", handle.id, reason, done=False, error=str(exc)))
+        return
+    except AllocationInUse as exc:  # a workload process registered since: gc never releases from under one
+        report.kept.append((handle.id, f"{len(exc.pids)} live process(es): {', '.join(exc.pids)}"))
         return
     logger.info("released allocation %s: %s", handle.id, reason)
     report.actions.append(GcAction("release", handle.id, reason, done=True))

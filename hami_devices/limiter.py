@@ -56,6 +56,7 @@ from typing import Any
 from hami_devices.errors import LimiterError
 
 __all__ = [
+    "REVOKED_MEMORY_LIMIT_BYTES",
     "DeviceLimit",
     "DeviceUsageRecord",
     "FakeDeviceSnapshot",
@@ -81,6 +82,9 @@ _LIBS_DIR = Path(__file__).resolve().parent / "libs"
 _REGION_API_DIR = Path(__file__).resolve().parent / "native"  # installed by setup.py
 _ERRLEN = 512
 _VIRTUAL = 1  # HAMI_DEV_VIRTUAL
+REVOKED_MEMORY_LIMIT_BYTES = 1
+"""The memory limit of a revoked region: any device allocation is over it, whatever is already held (0 would
+mean no limit).  Grants are whole MiB, so no granted limit is ever this."""
 
 
 def _native() -> ModuleType:
@@ -138,6 +142,11 @@ class DeviceUsageRecord:
     memory_spilled_bytes: int = 0  # the part of memory_used_bytes served from host memory
     memory_spilled_peak_bytes: int = 0
     host_spill_limit_bytes: int = 0  # 0: up to the memory limit
+
+    @property
+    def revoked(self) -> bool:
+        """The allocation was released while processes used it: their limiter refuses every further allocation."""
+        return self.memory_limit_bytes == REVOKED_MEMORY_LIMIT_BYTES
 
 
 @dataclass(frozen=True)
@@ -221,6 +230,12 @@ class Region:
             rc = self._lib.hami_region_set_limit(self._live(), device, limit.memory_limit_bytes, limit.core_limit_pct)
         if rc != self._lib.HAMI_OK:
             raise LimiterError(f"cannot set limit of device {device} in {self.path} (code {rc})")
+
+    def revoke(self) -> None:
+        """Refuse every further device allocation of the region's processes, on every device (what they hold
+        stays theirs; compute limits are kept).  Shims read the limit on each call, so it acts at once."""
+        for record in self.device_usage():
+            self.set_limit(record.device, DeviceLimit(REVOKED_MEMORY_LIMIT_BYTES, record.core_limit_pct))
 
     def set_virtual_memory(self, device: int, enabled: bool, host_spill_limit_bytes: int = 0) -> None:
         """Turn virtual device memory on or off for one device, with a cap on host-backed bytes (0: none)."""

@@ -106,7 +106,8 @@ class HamiPlugin(RuntimeEnvPlugin):
     def delete_uri(self, uri: str, logger: logging.Logger) -> float:
         share = self._handle_id(uri)
         try:
-            release_from(self._ledger, share, self._adapters())
+            # Ray drops a URI once no worker uses it: a process left behind is revoked, not left holding the share
+            release_from(self._ledger, share, self._adapters(), force=True)
             logger.info("hami: released %s", share)
         except UnknownAllocation:
             logger.warning("hami: %s was already released", share)
