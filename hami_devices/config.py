@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 BUILTIN_POLICIES = ("binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware", "bestfit")
 
@@ -132,12 +132,13 @@ def parse_config(data: Any, source: str = "<config>") -> HamiConfig:
     try:
         return HamiConfig.model_validate(data)
     except ValidationError as exc:
-        field, message = first_error(exc)
+        field, message = first_error(exc, HamiConfig)
         raise InvalidConfig(field, message, source=source) from None
 
 
 def load_config(path: str | Path) -> HamiConfig:
-    return parse_config(read_yaml(path, InvalidConfig), source=str(path))
+    with located(path):
+        return parse_config(read_yaml(path, InvalidConfig), source=str(path))
 
 
 def config_schema() -> dict[str, Any]:

@@ -8,6 +8,7 @@ and alert on them; free text would break that.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Protocol
@@ -60,11 +61,12 @@ class HamiError(Exception):
 class InvalidRequest(HamiError, ValueError):
     """Input that does not validate.  ``field`` names the offending field (dotted path)."""
 
-    def __init__(self, field: str, message: str, *, source: str | None = None) -> None:
+    def __init__(self, field: str, message: str, *, source: str | None = None, line: int | None = None) -> None:
         self.field = field
         self.message = message
         self.source = source
-        where = f"{source}: " if source else ""
+        self.line = line  # in ``source``, where a file says where the field is
+        where = f"{source}:{line}: " if source and line else f"{source}: " if source else ""
         super().__init__(f"{where}{field}: {message}")
 
 
@@ -207,6 +209,23 @@ class AmbiguousEnvironment(HamiError):
 
 class LimiterError(HamiError):
     """The native limiter could not create, open or read a shared region."""
+
+
+class CannotListen(HamiError):
+    """A server could not bind its address: the port is taken, or the address is not one of this machine's."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        self.host = host
+        self.port = port
+        reason = error.strerror or str(error)
+        hint = "another process serves that port" if error.errno == errno.EADDRINUSE else "not an address here"
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        super().__init__(f"cannot listen on {where}: {reason} ({hint}; choose another with --listen)")
+
+
+class LedgerUnavailable(HamiError):
+    """The ledger file cannot be used: not a database or damaged, locked by another process for longer than
+    the wait, or not accessible."""
 
 
 class LedgerSchemaError(HamiError):

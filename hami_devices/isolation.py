@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
 
 MIB = 1024 * 1024
+REVOKED_MEMORY_LIMIT_BYTES = 1
+"""The memory limit of a revoked region: any device allocation is over it, whatever is already held (0 would
+mean no limit).  Grants are whole MiB, so no granted limit is ever this; shims read limits on every call."""
 log = logging.getLogger(__name__)
 
 
@@ -63,8 +66,12 @@ def create_region(
 def remove_regions(handle: DeviceHandle, keep: Collection[str] = ()) -> None:
     """The allocation's limiter regions (but those in ``keep``), and the precision plans written beside them."""
     for path in handle.regions.values():
-        if path not in keep:
+        if path in keep:
+            continue
+        try:
             Path(path).unlink(missing_ok=True)
+        except OSError as exc:  # the allocation is released all the same; `allocations gc` retries the file
+            log.warning("cannot remove region %s of allocation %s: %s", path, handle.id, exc.strerror)
     remove_plans(handle.environments)
 
 
@@ -96,12 +103,15 @@ def live_processes(handle: DeviceHandle) -> list[str]:
 
 
 def revoke_regions(handle: DeviceHandle) -> list[str]:
-    """Refuse every further device allocation in the allocation's regions; the paths revoked."""
+    """Refuse every further device allocation in the allocation's regions, on every device (what the processes
+    hold stays theirs; compute limits are kept); the paths revoked."""
     revoked = []
     for path in sorted(handle.regions.values()):
         try:
             with limiter.Region.open(path) as region:
-                region.revoke()
+                for record in region.device_usage():
+                    revoked_limit = limiter.DeviceLimit(REVOKED_MEMORY_LIMIT_BYTES, record.core_limit_pct)
+                    region.set_limit(record.device, revoked_limit)
         except (LimiterError, OSError) as exc:
             log.warning("cannot revoke region %s of allocation %s: %s", path, handle.id, exc)
             continue

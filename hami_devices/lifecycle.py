@@ -301,7 +301,8 @@ def collect_garbage(
             report.kept.append((status.handle.id, why))
         if why is not None or dry_run:
             survivors.update(Path(p).resolve() for p in status.handle.regions.values())
-    folder = region_folder if region_folder is not None else limiter.region_dir()
+    # the folder as configured, not created: where there is none there is nothing to collect
+    folder = region_folder if region_folder is not None else limiter.region_dir_path()
     for path, reason, removable in _orphans(folder, survivors, now, max(grace_s, ORPHAN_MIN_AGE_S)):
         if not removable:
             report.kept.append((str(path), reason))

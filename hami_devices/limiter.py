@@ -56,7 +56,6 @@ from typing import Any
 from hami_devices.errors import LimiterError
 
 __all__ = [
-    "REVOKED_MEMORY_LIMIT_BYTES",
     "DeviceLimit",
     "DeviceUsageRecord",
     "FakeDeviceSnapshot",
@@ -82,9 +81,6 @@ _LIBS_DIR = Path(__file__).resolve().parent / "libs"
 _REGION_API_DIR = Path(__file__).resolve().parent / "native"  # installed by setup.py
 _ERRLEN = 512
 _VIRTUAL = 1  # HAMI_DEV_VIRTUAL
-REVOKED_MEMORY_LIMIT_BYTES = 1
-"""The memory limit of a revoked region: any device allocation is over it, whatever is already held (0 would
-mean no limit).  Grants are whole MiB, so no granted limit is ever this."""
 
 
 def _native() -> ModuleType:
@@ -143,11 +139,6 @@ class DeviceUsageRecord:
     memory_spilled_peak_bytes: int = 0
     host_spill_limit_bytes: int = 0  # 0: up to the memory limit
 
-    @property
-    def revoked(self) -> bool:
-        """The allocation was released while processes used it: their limiter refuses every further allocation."""
-        return self.memory_limit_bytes == REVOKED_MEMORY_LIMIT_BYTES
-
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -187,7 +178,10 @@ class Region:
         native = _native()
         ffi, lib = native.ffi, native.lib
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise LimiterError(f"cannot create region {target}: {exc.strerror}") from None
         mem = ffi.new("uint64_t[]", [limit.memory_limit_bytes for limit in limits] or [0])
         core = ffi.new("uint32_t[]", [limit.core_limit_pct for limit in limits] or [0])
         out = ffi.new("hami_region **")
@@ -230,12 +224,6 @@ class Region:
             rc = self._lib.hami_region_set_limit(self._live(), device, limit.memory_limit_bytes, limit.core_limit_pct)
         if rc != self._lib.HAMI_OK:
             raise LimiterError(f"cannot set limit of device {device} in {self.path} (code {rc})")
-
-    def revoke(self) -> None:
-        """Refuse every further device allocation of the region's processes, on every device (what they hold
-        stays theirs; compute limits are kept).  Shims read the limit on each call, so it acts at once."""
-        for record in self.device_usage():
-            self.set_limit(record.device, DeviceLimit(REVOKED_MEMORY_LIMIT_BYTES, record.core_limit_pct))
 
     def set_virtual_memory(self, device: int, enabled: bool, host_spill_limit_bytes: int = 0) -> None:
         """Turn virtual device memory on or off for one device, with a cap on host-backed bytes (0: none)."""
@@ -438,9 +426,15 @@ def region_dir() -> Path:
     Raises ``LimiterError`` when the folder is not safe to keep regions in (see ``check_region_dir``).
     """
     folder = region_dir_path()
-    # mkdir(parents=True) gives the parents the umask's permissions, not `mode`: make the one we own 0700 too.
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    folder.mkdir(exist_ok=True, mode=0o700)
+    try:
+        # mkdir(parents=True) gives the parents the umask's permissions, not `mode`: make the one we own 0700 too.
+        folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise LimiterError(
+            f"cannot create the region folder {folder}: {exc.strerror}; set HAMI_REGION_DIR to a folder this user "
+            "may write"
+        ) from None
     check_region_dir(folder)
     return folder
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from hami_devices.cli.output import emit_json, print_table
+from hami_devices.config import load_config
 from hami_devices.queueing.events import Event, EventKind
 from hami_devices.queueing.loop import AdmissionLoop
 from hami_devices.queueing.replay import CORES, replay
@@ -61,6 +62,8 @@ def _amounts(amounts: dict[str, Any]) -> str:
 
 def run_check(args: argparse.Namespace) -> int:
     spec = load_queues(args.queues)
+    if args.config and not args.inventory:
+        load_config(args.config)  # a configuration given is checked, even where no inventory needs it
     capacity: dict[str, float] = {}
     if args.inventory:
         loop = AdmissionLoop.from_config(args.inventory, spec, args.config)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 BASE_RESOURCES = ("devices", "device-cores", "device-memory-mib", "host-cpu-milli", "host-memory-mib")
 """Keys every queue is charged on; ``KEY@SCOPE`` narrows a device key to some devices."""
@@ -171,11 +171,12 @@ def parse_queues(data: Any, source: str = "<queues>") -> QueueFile:
     try:
         spec = QueueFile.model_validate(data)
     except ValidationError as exc:
-        field, message = first_error(exc)
+        field, message = first_error(exc, QueueFile)
         raise InvalidConfig(field, message, source=source) from None
     _validate(spec, source)
     return spec
 
 
 def load_queues(path: str | Path) -> QueueFile:
-    return parse_queues(read_yaml(path, InvalidConfig), source=str(path))
+    with located(path):
+        return parse_queues(read_yaml(path, InvalidConfig), source=str(path))
