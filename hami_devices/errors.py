@@ -9,7 +9,7 @@ and alert on them; free text would break that.
 from __future__ import annotations
 
 import errno
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 from typing import Protocol
 
@@ -92,9 +92,11 @@ class InsufficientResources(HamiError):
 
     ``reasons`` maps each rejected device uuid (or node name, or ``<request>``) to its
     reason codes: the full detail, as data.  The message stays short at any cluster
-    size: the count of each code and the nearest misses.  ``permanent`` says whether
-    the request could not fit even on the empty cluster (``True``), only not now
-    (``False``), or was not determined (``None``).
+    size: the count of each code and the nearest misses.  Codes in ``unmatched`` only say
+    a device is not what the request asks for (another vendor, model, uuid ...): they come
+    last, after the reasons that decide.  ``permanent`` says whether the request could not
+    fit even on the empty cluster (``True``), only not now (``False``), or was not
+    determined (``None``).
     """
 
     def __init__(
@@ -104,6 +106,7 @@ class InsufficientResources(HamiError):
         *,
         permanent: bool | None = None,
         nearest: Sequence[str] = (),
+        unmatched: Collection[ReasonCode] = (),
     ) -> None:
         self._explanation: Explanation | None = None
         self._reasons: dict[str, list[ReasonCode]] | None = None
@@ -113,6 +116,7 @@ class InsufficientResources(HamiError):
             self._reasons = {k: list(v) for k, v in (reasons or {}).items()}
         self.permanent = permanent
         self.nearest: list[str] = list(nearest)
+        self.unmatched = frozenset(unmatched)
         self.summary_message = message
         super().__init__(self._text())
 
@@ -142,8 +146,12 @@ class InsufficientResources(HamiError):
     def _text(self) -> str:
         parts = [self.summary_message]
         counts = self.counts
-        if counts:
-            parts.append(", ".join(f"{code} x{n}" for code, n in counts.items()))
+        deciding = [f"{code} x{n}" for code, n in counts.items() if code not in self.unmatched]
+        other = [f"{code} x{n}" for code, n in counts.items() if code in self.unmatched]
+        if deciding:
+            parts.append(", ".join(deciding))
+        if other:
+            parts.append("not what was asked: " + ", ".join(other))
         if self.nearest:
             parts.append("nearest: " + ", ".join(self.nearest[:3]))
         if self.permanent is not None:

@@ -96,6 +96,8 @@ class AllocationStatus:
         return {
             "id": self.handle.id,
             "name": self.handle.request.name,
+            "node": self.handle.host,
+            "metadata": dict(self.handle.metadata),
             "created_at": self.handle.created_at,
             "age_s": round(self.age_s, 3),
             "state": self.state,

@@ -116,6 +116,29 @@ def test_processes_still_running_after_release_are_followed_until_they_exit(driv
     sampler.close()
 
 
+def test_a_process_start_is_recorded_at_the_time_the_process_started(drivers: Drivers, wenv: Env) -> None:
+    """Seen two seconds after it started, the process is still recorded as started when it did."""
+    ledger = MemoryLedger()
+    devices = simulated(ledger, t4_node(1))
+    handle = hd.allocate(devices, {"parts": [{"memory_mib": 64}]})
+    sampler = Sampler(devices, ledger)
+    observer = Observer(ledger)
+    observer.observe(sampler.snapshot())
+    before = time.time()
+    holder = _hold(drivers, wenv, handle.env, 8)
+    after = time.time()
+    try:
+        time.sleep(2)
+        (started,) = observer.observe(sampler.snapshot())
+    finally:
+        holder.kill()
+        holder.wait()
+        sampler.close()
+    assert started.kind == EventKind.PROCESS_STARTED and started.data["pid"] == holder.pid
+    # the kernel's start time, in clock ticks after a boot time given in whole seconds: within a second
+    assert before - 1.0 <= started.time <= after + 1.0 < started.data["observed_at"]
+
+
 def test_health_changes_are_recorded_once() -> None:
     ledger = MemoryLedger()
     devices = simulated(ledger, t4_node(2))

@@ -41,6 +41,7 @@ from hami_devices.kubernetes.dra import names
 from hami_devices.kubernetes.dra.catalog import Catalog, from_slices, inventory
 from hami_devices.kubernetes.dra.claims import ALL, Claim, Constraint, SubRequest, parse_claim
 from hami_devices.kubernetes.dra.classes import class_specs, selectors_of
+from hami_devices.kubernetes.dra.nomatch import why_no_device
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.registry import VendorRegistry, load_vendors
 from hami_devices.scheduling.cluster import BoolArray
@@ -196,9 +197,10 @@ class DraAllocator:
         per_request = [self._options(claim, r.alternatives) for r in claim.requests]
         for wanted, options in zip(claim.requests, per_request, strict=True):
             if not options:
+                sub = wanted.alternatives[0]
+                why = why_no_device(sub, self.classes, self.catalog.env, self._ours, claim.label)
                 raise InsufficientResources(
-                    f"claim {claim.label}: request {wanted.name}: no published device matches its class, "
-                    "selectors and capacity",
+                    f"claim {claim.label}: request {wanted.name}: {why}",
                     {f"requests.{wanted.name}": []},
                     permanent=True,
                 )
@@ -222,6 +224,7 @@ class DraAllocator:
             refusal.reasons,
             permanent=refusal.permanent,
             nearest=refusal.nearest,
+            unmatched=refusal.unmatched,
         )
 
     def _place(
