@@ -155,7 +155,8 @@ def test_metrics_over_http_are_the_declared_ones_and_count_the_event_log() -> No
 
 def test_metric_names_follow_prometheus_conventions() -> None:
     units = ("_bytes", "_ratio", "_celsius", "_watts", "_seconds", "_total", "_info", "_up", "_healthy",
-             "_sharers", "_processes")
+             "_sharers", "_processes", "_hertz", "_bytes_per_second", "_pages", "_rows", "_pending", "_failed",
+             "_xid")
     for metric in names.SERVED:
         assert metric.name.startswith("hami_") and metric.name == metric.name.lower()
         assert metric.name.endswith("_total") == (metric.kind == "counter"), metric.name
