@@ -72,22 +72,25 @@ def release_from(
     reason: str | None = None,
     evicted_by: str | None = None,
     force: bool = False,
+    ended: bool = False,
 ) -> DeviceHandle:
     """Remove exactly this allocation from ``ledger``; ``UnknownAllocation`` if it is not live.
 
     Live workload processes (the limiter regions' process slots) refuse the release with
-    ``AllocationInUse`` unless ``force``; a forced release revokes the regions, keeps their
-    files for the processes still attached (``allocations gc`` removes them once those are
-    gone) and records ``allocation.revoked``.  Every released region is revoked before its
-    file goes, so a process that attaches meanwhile is refused too.  The
-    ``allocation.released`` event (``allocation.evicted`` when ``evicted_by`` names the
-    reclaimer) commits with the removal, carrying ``reason``.
+    ``AllocationInUse`` unless ``force`` or ``ended``; their regions are then revoked and
+    ``allocation.revoked`` recorded.  ``force`` (an operator's decision, an eviction) keeps the
+    revoked files for the workload, so processes it starts later are refused too
+    (``allocations gc`` removes them once no process uses them); ``ended`` (the caller's
+    framework says the workload is over: what lingers is exiting) removes them.  Every released
+    region is revoked before its file goes, so a process that attaches meanwhile is refused
+    too.  The ``allocation.released`` event (``allocation.evicted`` when ``evicted_by`` names
+    the reclaimer) commits with the removal, carrying ``reason``.
     """
     handle_id = handle if isinstance(handle, str) else handle.id
     with ledger.transaction() as view:
         current = view.get(handle_id)
         users = live_processes(current)
-        if users and not force:
+        if users and not (force or ended):
             raise AllocationInUse(handle_id, users)
         revoked = revoke_regions(current)
         removed = view.remove(handle_id)
@@ -98,7 +101,7 @@ def release_from(
         resolved = dict(adapters)
         if missing:
             resolved.update({vendor: adapter_for(vendor) for vendor in missing})
-        undo_side_effects(removed, resolved, keep_regions=revoked if users else ())
+        undo_side_effects(removed, resolved, keep_regions=revoked if users and force else ())
     return removed
 
 

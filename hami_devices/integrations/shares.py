@@ -143,7 +143,7 @@ class NodeShares:
         """Release the share; False when it was released already (by gc, or an earlier attempt)."""
         try:
             # the integration saw its workload end: a process left behind is revoked, not left holding the share
-            release_from(self.ledger, handle_id, self.adapters(), reason=reason, force=True)
+            release_from(self.ledger, handle_id, self.adapters(), reason=reason, ended=True)
         except UnknownAllocation:
             return False
         return True

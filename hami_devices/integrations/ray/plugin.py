@@ -107,7 +107,7 @@ class HamiPlugin(RuntimeEnvPlugin):
         share = self._handle_id(uri)
         try:
             # Ray drops a URI once no worker uses it: a process left behind is revoked, not left holding the share
-            release_from(self._ledger, share, self._adapters(), force=True)
+            release_from(self._ledger, share, self._adapters(), ended=True)
             logger.info("hami: released %s", share)
         except UnknownAllocation:
             logger.warning("hami: %s was already released", share)

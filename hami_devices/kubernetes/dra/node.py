@@ -219,7 +219,7 @@ class NodePlugin:
             try:
                 with self._ledger_turn():
                     # the kubelet unprepares a claim once its pod's containers are gone: revoke what lingers
-                    release_from(self.ledger, names.handle_id(claim_uid), self._adapters, force=True)
+                    release_from(self.ledger, names.handle_id(claim_uid), self._adapters, ended=True)
                 released = True
             except UnknownAllocation:
                 released = False
