@@ -116,10 +116,12 @@ def _allocate(devices: Sequence[Device], request: ResourceRequest | Mapping[str,
     return __getattr__("allocate")(devices, request)  # type: ignore[no-any-return]
 
 
-def _release(ledger: Ledger, handle: DeviceHandle | str, adapters: Mapping[str, VendorAdapter]) -> DeviceHandle:
+def _release(
+    ledger: Ledger, handle: DeviceHandle | str, adapters: Mapping[str, VendorAdapter], *, force: bool = False
+) -> DeviceHandle:
     from hami_devices.allocation import release_from
 
-    return release_from(ledger, handle, adapters)
+    return release_from(ledger, handle, adapters, force=force)
 
 
 def _size_model(ref: ModelReference, precision: str | None) -> int:

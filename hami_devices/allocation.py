@@ -36,7 +36,10 @@ from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCod
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
-from hami_devices.registry import adapter_for
+from hami_devices.releasing import evict as evict  # released here before: callers import them from here
+from hami_devices.releasing import release as release
+from hami_devices.releasing import release_from as release_from
+from hami_devices.releasing import undo_side_effects as undo_side_effects
 from hami_devices.rules import evaluate
 from hami_devices.scheduling import mix as mixes
 from hami_devices.scheduling.cluster import ClusterState
@@ -222,7 +225,8 @@ def _commit(
 ) -> DeviceHandle:
     """Verify the placement's grants, realise them and record the handle and its event, in ``view``."""
     grants = _verified(placement, kept.by_uuid, view)
-    fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity)
+    # the host node is kept with the handle: a host-only (CPU and memory) placement has no grant to tell it
+    fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity, node=placement.node)
     if handle_id is not None:
         fresh = fresh.model_copy(update={"id": handle_id})
     handle = _realise(fresh, kept.adapters)
@@ -316,82 +320,6 @@ def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> Dev
     final_grants = [g for grants in prepared.values() for g in grants]
     final_grants.sort(key=lambda g: (g.part, handle.uuids.index(g.uuid)))
     return handle.model_copy(update={"grants": final_grants, "environments": environments, "regions": regions})
-
-
-def undo_side_effects(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> None:
-    """Tear down what granting ``handle`` made on the devices (partitions) and its limiter regions."""
-    by_vendor: dict[str, list[Grant]] = defaultdict(list)
-    for grant in handle.grants:
-        by_vendor[grant.vendor].append(grant)
-    for vendor, grants in by_vendor.items():
-        if vendor in adapters:
-            adapters[vendor].teardown(grants)
-    remove_regions(handle)
-
-
-def release(
-    handle: DeviceHandle | str,
-    *,
-    ledger: Ledger | None = None,
-    adapters: Mapping[str, VendorAdapter] | None = None,
-    reason: str | None = None,
-) -> DeviceHandle:
-    """Release exactly this allocation: ``hd.release(handle)`` after ``hd.allocate``.
-
-    A handle read back from JSON, or a bare id, needs the ``ledger`` it lives in.
-    ``UnknownAllocation`` if it is not live (a second release is an error, never a
-    silent double free).  ``reason`` is kept on the ``allocation.released`` event.
-    """
-    if ledger is None and isinstance(handle, DeviceHandle):
-        ledger = handle._ledger
-    if ledger is None:
-        raise InvalidRequest("ledger", "name the ledger the allocation lives in (hd.release(handle, ledger=...))")
-    if adapters is None and isinstance(handle, DeviceHandle):
-        adapters = handle._adapters
-    return release_from(ledger, handle, adapters or {}, reason=reason)
-
-
-def release_from(
-    ledger: Ledger,
-    handle: DeviceHandle | str,
-    adapters: Mapping[str, VendorAdapter],
-    *,
-    reason: str | None = None,
-    evicted_by: str | None = None,
-) -> DeviceHandle:
-    """Remove exactly this allocation from ``ledger``; ``UnknownAllocation`` if it is not live.
-
-    The ``allocation.released`` event (``allocation.evicted`` when ``evicted_by``
-    names the reclaimer) commits with the removal, carrying ``reason``.
-    """
-    handle_id = handle if isinstance(handle, str) else handle.id
-    with ledger.transaction() as view:
-        removed = view.remove(handle_id)
-        view.record_event(lifecycle.ended(removed, reason=reason, evicted_by=evicted_by))
-        missing = {g.vendor for g in removed.grants} - set(adapters)
-        resolved = dict(adapters)
-        if missing:
-            resolved.update({vendor: adapter_for(vendor) for vendor in missing})
-        undo_side_effects(removed, resolved)
-    return removed
-
-
-def evict(
-    ledger: Ledger,
-    handle: DeviceHandle | str,
-    *,
-    reclaimer: str,
-    reason: str,
-    adapters: Mapping[str, VendorAdapter] | None = None,
-) -> DeviceHandle:
-    """Take an allocation back for someone else: a release recorded as ``allocation.evicted``.
-
-    ``reclaimer`` names who needed the capacity (a queue, a request); ``reason`` says
-    why (e.g. ``"reclaim: queue a over its guarantee"``).
-    """
-    if not reclaimer:
-        raise InvalidRequest("reclaimer", "name who reclaims the allocation")
-    return release_from(ledger, handle, adapters or {}, reason=reason, evicted_by=reclaimer)
 
 
 use_allocator(allocate, release_from)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import every_error
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 BUILTIN_POLICIES = ("binpack", "spread", "latency-aware", "topology-aware", "fragmentation-aware", "bestfit")
 
@@ -240,11 +240,12 @@ def parse_config(data: Any, source: str = "<config>") -> HamiConfig:
     try:
         return HamiConfig.model_validate(data)
     except ValidationError as exc:
-        raise InvalidConfig.all_of(every_error(exc), source=source) from None
+        raise InvalidConfig.all_of(every_error(exc, HamiConfig), source=source) from None
 
 
 def load_config(path: str | Path) -> HamiConfig:
-    return parse_config(read_yaml(path, InvalidConfig), source=str(path))
+    with located(path):
+        return parse_config(read_yaml(path, InvalidConfig), source=str(path))
 
 
 def config_schema() -> dict[str, Any]:

@@ -108,10 +108,11 @@ class Device(ABC):
         assert allocate is not None
         return allocate([self], request)
 
-    def release(self, handle: DeviceHandle | str) -> None:
+    def release(self, handle: DeviceHandle | str, *, force: bool = False) -> None:
+        """Release an allocation of this device; ``force``: even while its processes run (see ``hd.release``)."""
         release = _allocator().release
         assert release is not None
-        release(self.ledger, handle, {self.adapter.name: self.adapter})
+        release(self.ledger, handle, {self.adapter.name: self.adapter}, force=force)
 
     def usage(self) -> DeviceUsage:
         return usage_of(self.ledger.grants_on(self.uuid))

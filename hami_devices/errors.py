@@ -8,7 +8,8 @@ and alert on them; free text would break that.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import errno
+from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
 from typing import Protocol
 
@@ -64,7 +65,8 @@ class InvalidRequest(HamiError, ValueError):
     """Input that does not validate.  ``field`` names the offending field (dotted path).
 
     ``errors``: every (field, message) found, the first being ``field``/``message``; a
-    file that breaks several rules says all of them in one error.
+    file that breaks several rules says all of them in one error.  ``line``: where in
+    ``source`` the field is, when a file says.
     """
 
     def __init__(
@@ -73,13 +75,15 @@ class InvalidRequest(HamiError, ValueError):
         message: str,
         *,
         source: str | None = None,
+        line: int | None = None,
         more: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.field = field
         self.message = message
         self.source = source
+        self.line = line
         self.errors: list[tuple[str, str]] = [(field, message), *more]
-        where = f"{source}: " if source else ""
+        where = f"{source}:{line}: " if source and line else f"{source}: " if source else ""
         text = f"{where}{field}: {message}"
         if more:
             text += "".join(f"; {f}: {m}" for f, m in more) + f" ({len(self.errors)} errors)"
@@ -114,9 +118,11 @@ class InsufficientResources(HamiError):
 
     ``reasons`` maps each rejected device uuid (or node name, or ``<request>``) to its
     reason codes: the full detail, as data.  The message stays short at any cluster
-    size: the count of each code and the nearest misses.  ``permanent`` says whether
-    the request could not fit even on the empty cluster (``True``), only not now
-    (``False``), or was not determined (``None``).
+    size: the count of each code and the nearest misses.  Codes in ``unmatched`` only say
+    a device is not what the request asks for (another vendor, model, uuid ...): they come
+    last, after the reasons that decide.  ``permanent`` says whether the request could not
+    fit even on the empty cluster (``True``), only not now (``False``), or was not
+    determined (``None``).
     """
 
     def __init__(
@@ -126,6 +132,7 @@ class InsufficientResources(HamiError):
         *,
         permanent: bool | None = None,
         nearest: Sequence[str] = (),
+        unmatched: Collection[ReasonCode] = (),
     ) -> None:
         self._explanation: Explanation | None = None
         self._reasons: dict[str, list[ReasonCode]] | None = None
@@ -135,6 +142,7 @@ class InsufficientResources(HamiError):
             self._reasons = {k: list(v) for k, v in (reasons or {}).items()}
         self.permanent = permanent
         self.nearest: list[str] = list(nearest)
+        self.unmatched = frozenset(unmatched)
         self.summary_message = message
         super().__init__(self._text())
 
@@ -164,8 +172,12 @@ class InsufficientResources(HamiError):
     def _text(self) -> str:
         parts = [self.summary_message]
         counts = self.counts
-        if counts:
-            parts.append(", ".join(f"{code} x{n}" for code, n in counts.items()))
+        deciding = [f"{code} x{n}" for code, n in counts.items() if code not in self.unmatched]
+        other = [f"{code} x{n}" for code, n in counts.items() if code in self.unmatched]
+        if deciding:
+            parts.append(", ".join(deciding))
+        if other:
+            parts.append("not what was asked: " + ", ".join(other))
         if self.nearest:
             parts.append("nearest: " + ", ".join(self.nearest[:3]))
         if self.permanent is not None:
@@ -193,6 +205,19 @@ class UnknownAllocation(HamiError, KeyError):
         return str(self.args[0])
 
 
+class AllocationInUse(HamiError):
+    """A release refused because workload processes still use the allocation (``pids``: how each is known
+    on this machine).  Stop them first, or release with ``force`` to revoke the allocation's limits."""
+
+    def __init__(self, handle_id: str, pids: Sequence[str]) -> None:
+        self.handle_id = handle_id
+        self.pids = list(pids)
+        super().__init__(
+            f"allocation {handle_id!r} is in use by {len(self.pids)} live process(es): {', '.join(self.pids)}; "
+            "stop them first, or release with --force (force=True) to revoke its limits"
+        )
+
+
 class DeviceUnavailable(HamiError):
     """A device (or a whole vendor back end) cannot be used right now."""
 
@@ -218,6 +243,23 @@ class AmbiguousEnvironment(HamiError):
 
 class LimiterError(HamiError):
     """The native limiter could not create, open or read a shared region."""
+
+
+class CannotListen(HamiError):
+    """A server could not bind its address: the port is taken, or the address is not one of this machine's."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        self.host = host
+        self.port = port
+        reason = error.strerror or str(error)
+        hint = "another process serves that port" if error.errno == errno.EADDRINUSE else "not an address here"
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        super().__init__(f"cannot listen on {where}: {reason} ({hint}; choose another with --listen)")
+
+
+class LedgerUnavailable(HamiError):
+    """The ledger file cannot be used: not a database or damaged, locked by another process for longer than
+    the wait, or not accessible."""
 
 
 class LedgerSchemaError(HamiError):

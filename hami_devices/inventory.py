@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hami_devices import traits as traits_catalog
 from hami_devices.errors import InvalidInventory, InvalidRequest
 from hami_devices.models import DeviceInfo, DeviceTraits, Health, Taint, first_error
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 FABRIC_LINKS = {"nvlink", "hccs", "mlu-link", "xgmi"}
 PAIR_SCORE_FABRIC = 100
@@ -164,7 +164,7 @@ def parse_inventory(
     try:
         spec = InventorySpec.model_validate(data)
     except ValidationError as exc:
-        field, message = first_error(exc)
+        field, message = first_error(exc, InventorySpec)
         raise InvalidInventory(field, message, source=source) from None
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
@@ -194,4 +194,5 @@ def load_inventory(
     path: str | Path, *, split_count_default: int = 10, traits_for: TraitsLookup | None = None
 ) -> Inventory:
     data = read_yaml(path, InvalidInventory)
-    return parse_inventory(data, source=str(path), split_count_default=split_count_default, traits_for=traits_for)
+    with located(path):
+        return parse_inventory(data, source=str(path), split_count_default=split_count_default, traits_for=traits_for)

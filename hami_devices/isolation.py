@@ -7,11 +7,13 @@ one allocation must not share device slots.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hami_devices import limiter
+from hami_devices.errors import LimiterError
 from hami_devices.models import DeviceHandle, Grant
 from hami_devices.sizing.reference import remove_plans
 
@@ -19,6 +21,10 @@ if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
 
 MIB = 1024 * 1024
+REVOKED_MEMORY_LIMIT_BYTES = 1
+"""The memory limit of a revoked region: any device allocation is over it, whatever is already held (0 would
+mean no limit).  Grants are whole MiB, so no granted limit is ever this; shims read limits on every call."""
+log = logging.getLogger(__name__)
 
 
 def limits_enforced(adapter: VendorAdapter) -> bool:
@@ -57,11 +63,60 @@ def create_region(
     return path
 
 
-def remove_regions(handle: DeviceHandle) -> None:
-    """The allocation's limiter regions, and the precision plans written beside them."""
+def remove_regions(handle: DeviceHandle, keep: Collection[str] = ()) -> None:
+    """The allocation's limiter regions (but those in ``keep``), and the precision plans written beside them."""
     for path in handle.regions.values():
-        Path(path).unlink(missing_ok=True)
+        if path in keep:
+            continue
+        try:
+            Path(path).unlink(missing_ok=True)
+        except OSError as exc:  # the allocation is released all the same; `allocations gc` retries the file
+            log.warning("cannot remove region %s of allocation %s: %s", path, handle.id, exc.strerror)
     remove_plans(handle.environments)
+
+
+def process_name(pid: int, host_pid: int) -> str:
+    """A pid as this machine's /proc gives it, with the container's own pid where they differ."""
+    return f"{host_pid} (pid {pid} in its namespace)" if host_pid and host_pid != pid else str(pid)
+
+
+def by_pid(names: set[str]) -> list[str]:
+    return sorted(names, key=lambda name: (len(name), name))
+
+
+def live_processes(handle: DeviceHandle) -> list[str]:
+    """The workload processes registered alive in the allocation's regions (a region that cannot be read
+    cannot say, and names none)."""
+    found: dict[tuple[int, int, int], str] = {}
+    for path in sorted(handle.regions.values()):
+        try:
+            with limiter.Region.open(path) as region:
+                region.reclaim_dead()
+                records = region.process_usage()
+        except (LimiterError, OSError) as exc:
+            log.info("region %s of allocation %s cannot say who uses it: %s", path, handle.id, exc)
+            continue
+        for record in records:
+            if record.alive:
+                found[(record.pid_namespace, record.pid, record.start_time)] = process_name(record.pid, record.host_pid)
+    return by_pid(set(found.values()))
+
+
+def revoke_regions(handle: DeviceHandle) -> list[str]:
+    """Refuse every further device allocation in the allocation's regions, on every device (what the processes
+    hold stays theirs; compute limits are kept); the paths revoked."""
+    revoked = []
+    for path in sorted(handle.regions.values()):
+        try:
+            with limiter.Region.open(path) as region:
+                for record in region.device_usage():
+                    revoked_limit = limiter.DeviceLimit(REVOKED_MEMORY_LIMIT_BYTES, record.core_limit_pct)
+                    region.set_limit(record.device, revoked_limit)
+        except (LimiterError, OSError) as exc:
+            log.warning("cannot revoke region %s of allocation %s: %s", path, handle.id, exc)
+            continue
+        revoked.append(path)
+    return revoked
 
 
 def limiter_environment(adapter: VendorAdapter, grants: Sequence[Grant], region_path: str | None) -> dict[str, str]:

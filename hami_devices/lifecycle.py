@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from hami_devices import limiter
-from hami_devices.errors import InvalidRequest, LimiterError, UnknownAllocation
+from hami_devices.errors import AllocationInUse, InvalidRequest, LimiterError, UnknownAllocation
+from hami_devices.isolation import by_pid, process_name
 from hami_devices.ledger.events import Event, EventKind
 from hami_devices.models import DeviceHandle
 
@@ -78,6 +79,11 @@ class AllocationStatus:
         return sum(p.alive for p in self.processes)
 
     @property
+    def live_pids(self) -> list[str]:
+        """The live processes' pids as this machine numbers them (with a container's own pid where it differs)."""
+        return by_pid({process_name(p.pid, p.host_pid) for p in self.processes if p.alive})
+
+    @property
     def state(self) -> State:
         """``running``: a live process uses it; ``idle``: its regions show none; ``unknown``: no readable region."""
         if self.live_processes:
@@ -90,6 +96,8 @@ class AllocationStatus:
         return {
             "id": self.handle.id,
             "name": self.handle.request.name,
+            "node": self.handle.host,
+            "metadata": dict(self.handle.metadata),
             "created_at": self.handle.created_at,
             "age_s": round(self.age_s, 3),
             "state": self.state,
@@ -198,7 +206,7 @@ def _why_kept(status: AllocationStatus, grace_s: float) -> str | None:
     if status.errors:
         return "region unreadable: " + "; ".join(status.errors)
     if status.live_processes:
-        return f"{status.live_processes} live process(es)"
+        return f"{status.live_processes} live process(es): {', '.join(status.live_pids)}"
     if status.age_s < grace_s:
         return f"no live process, but younger than the grace period ({status.age_s:.0f} s < {grace_s:.0f} s)"
     return None
@@ -226,6 +234,9 @@ def _release(
         release_from(ledger, handle.id, adapters, reason=f"gc: {reason}")
     except UnknownAllocation as exc:  # released by someone else meanwhile
         report.actions.append(GcAction("release", handle.id, reason, done=False, error=str(exc)))
+        return
+    except AllocationInUse as exc:  # a workload process registered since: gc never releases from under one
+        report.kept.append((handle.id, f"{len(exc.pids)} live process(es): {', '.join(exc.pids)}"))
         return
     logger.info("released allocation %s: %s", handle.id, reason)
     report.actions.append(GcAction("release", handle.id, reason, done=True))
@@ -292,7 +303,8 @@ def collect_garbage(
             report.kept.append((status.handle.id, why))
         if why is not None or dry_run:
             survivors.update(Path(p).resolve() for p in status.handle.regions.values())
-    folder = region_folder if region_folder is not None else limiter.region_dir()
+    # the folder as configured, not created: where there is none there is nothing to collect
+    folder = region_folder if region_folder is not None else limiter.region_dir_path()
     for path, reason, removable in _orphans(folder, survivors, now, max(grace_s, ORPHAN_MIN_AGE_S)):
         if not removable:
             report.kept.append((str(path), reason))

@@ -178,7 +178,10 @@ class Region:
         native = _native()
         ffi, lib = native.ffi, native.lib
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise LimiterError(f"cannot create region {target}: {exc.strerror}") from None
         mem = ffi.new("uint64_t[]", [limit.memory_limit_bytes for limit in limits] or [0])
         core = ffi.new("uint32_t[]", [limit.core_limit_pct for limit in limits] or [0])
         out = ffi.new("hami_region **")
@@ -423,9 +426,15 @@ def region_dir() -> Path:
     Raises ``LimiterError`` when the folder is not safe to keep regions in (see ``check_region_dir``).
     """
     folder = region_dir_path()
-    # mkdir(parents=True) gives the parents the umask's permissions, not `mode`: make the one we own 0700 too.
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    folder.mkdir(exist_ok=True, mode=0o700)
+    try:
+        # mkdir(parents=True) gives the parents the umask's permissions, not `mode`: make the one we own 0700 too.
+        folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise LimiterError(
+            f"cannot create the region folder {folder}: {exc.strerror}; set HAMI_REGION_DIR to a folder this user "
+            "may write"
+        ) from None
     check_region_dir(folder)
     return folder
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ResourceRequest
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 
 @dataclass(frozen=True)
@@ -47,4 +47,5 @@ def parse_workload(data: Any, source: str = "<workload>") -> list[ResourceReques
 
 
 def load_workload(path: str | Path) -> list[ResourceRequest]:
-    return parse_workload(read_yaml(path), source=str(path))
+    with located(path):
+        return parse_workload(read_yaml(path), source=str(path))

@@ -84,11 +84,14 @@ def run_list(args: argparse.Namespace) -> int:
         emit_json({"allocations": [s.to_json() for s in statuses]})
         return 0
     print_table(
-        ["ID", "NAME", "AGE", "STATE", "DEVICES", "PROCS(LIVE/ALL)", "MEM_USED/LIMIT_MIB"],
+        ["ID", "NAME", "NODE", "NAMESPACE", "POD", "AGE", "STATE", "DEVICES", "PROCS(LIVE/ALL)", "MEM_USED/LIMIT_MIB"],
         [
             [
                 s.handle.id,
                 s.handle.request.name or "-",
+                s.handle.host or "-",
+                s.handle.metadata.get("namespace") or "-",
+                s.handle.metadata.get("pod") or "-",
                 _age(s.age_s),
                 s.state,
                 ",".join(f"{g.uuid}:{g.memory_mib}m/{g.cores}%" for g in s.handle.grants),

@@ -81,6 +81,8 @@ def detail(event: Event) -> str:
             status = d.get("exit_status")
             text += " exit status unknown" if status is None else f" exit status {status}"
         return f"{text} {meta}".strip()
+    if event.kind == EventKind.REVOKED:
+        return f"process(es) {', '.join(d.get('processes') or [])} refused further allocations {meta}".strip()
     if event.kind == EventKind.HEALTH_CHANGED:
         return f"{d.get('from') or '?'} -> {d.get('to')}"
     if event.kind == EventKind.LIMITER_REFUSALS:
@@ -94,6 +96,14 @@ def _row(event: Event) -> list[Any]:
 
 
 HEADERS = ["SEQ", "TIME", "KIND", "ALLOCATION", "DEVICE/NODE", "DETAIL"]
+FOLLOW_WIDTHS = [6, 20, 21, 32, 40]
+"""Column widths of ``--follow``, which prints each row as it comes (no table to measure): a sequence number, an
+ISO time, the longest kind, an allocation id, a device uuid; longer values push the row, never cut it."""
+
+
+def _follow_line(cells: list[Any]) -> str:
+    padded = [str(c).ljust(w) for c, w in zip(cells, FOLLOW_WIDTHS, strict=False)]
+    return "  ".join([*padded, *(str(c) for c in cells[len(FOLLOW_WIDTHS):])]).rstrip()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,13 +161,16 @@ def _follow(ledger: SqliteLedger, first: list[Event], filters: dict[str, Any], a
         def observe() -> None:
             observer.observe(sampler.snapshot())
 
+    if not args.json:
+        print(_follow_line(HEADERS), flush=True)
+        print(_follow_line(["-" * w for w in [*FOLLOW_WIDTHS, len(HEADERS[-1])]]), flush=True)
     try:
         while True:
             for event in batch:
                 if args.json:
                     print(json.dumps(event.model_dump(mode="json")), flush=True)
                 else:
-                    print("  ".join(str(c) for c in _row(event)), flush=True)
+                    print(_follow_line(_row(event)), flush=True)
                 last = max(last, event.seq or 0)
             time.sleep(args.interval)
             if observe is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from
 from hami_devices.cli.output import emit_json, print_table
-from hami_devices.models import NOT_AVAILABLE, Metrics
+from hami_devices.models import NOT_AVAILABLE, Metrics, MetricValue
 
 
 def register(subparsers: Any) -> None:
@@ -26,15 +26,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         ledger.close()
     if args.json:
-        emit_json({"metrics": [m.model_dump(mode="json") for m in metrics]})
+        rows = [m.model_dump(mode="json") | {"node": d.info.node} for d, m in zip(devices, metrics, strict=True)]
+        emit_json({"metrics": rows})
         return 0
     print_table(
         [
-            "DEVICE", "MODEL", "HEALTH", "MEM_USED/TOTAL", "UTIL%", "TEMP_C", "POWER_W", "ALLOC_MIB", "CORES",
-            "SHARERS", "SPILLED_MIB",
+            "NODE", "DEVICE", "MODEL", "HEALTH", "MEM_USED/TOTAL", "UTIL%", "TEMP_C", "POWER_W", "ALLOC_MIB",
+            "CORES", "SHARERS", "SPILLED_MIB",
         ],
         [
             [
+                d.info.node,
                 m.uuid,
                 m.model,
                 m.health.value,
@@ -47,10 +49,36 @@ def run(args: argparse.Namespace) -> int:
                 m.sharers,
                 _spilled(m),
             ]
-            for m in metrics
+            for d, m in zip(devices, metrics, strict=True)
         ],
     )
+    shares = [(d, m, a) for d, m in zip(devices, metrics, strict=True) for a in m.allocations]
+    if shares:
+        print()
+        print_table(
+            ["NODE", "DEVICE", "ALLOCATION", "NAMESPACE", "POD", "CONTAINER", "MEM_USED/LIMIT_MIB", "CORES", "UTIL%",
+             "PROCS"],
+            [
+                [
+                    d.info.node,
+                    f"{m.model}#{d.info.index}",
+                    a.handle_id,
+                    a.metadata.get("namespace") or "-",
+                    a.metadata.get("pod") or "-",
+                    a.metadata.get("container") or "-",
+                    f"{_mib(a.memory_used_mib)}/{a.memory_limit_mib}",
+                    a.cores_limit,
+                    a.utilization_pct,
+                    len(a.processes),
+                ]
+                for d, m, a in shares
+            ],
+        )
     return 0
+
+
+def _mib(value: MetricValue) -> str:
+    return f"{value:.0f}" if isinstance(value, int | float) else str(value)
 
 
 def _spilled(metrics: Metrics) -> str:

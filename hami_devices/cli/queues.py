@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from hami_devices.cli.output import emit_json, print_table
+from hami_devices.config import load_config
 from hami_devices.queueing.events import Event, EventKind
 from hami_devices.queueing.loop import AdmissionLoop
 from hami_devices.queueing.replay import CORES, replay
@@ -70,6 +71,8 @@ def run_schema(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     """The tree, and with ``--inventory`` the guarantees the cluster cannot honour (exit status 1)."""
     spec = load_queues(args.queues)
+    if args.config and not args.inventory:
+        load_config(args.config)  # a configuration given is checked, even where no inventory needs it
     capacity: dict[str, float] = {}
     short: list[dict[str, Any]] = []
     if args.inventory:

@@ -1,4 +1,5 @@
-"""``hami-devices usage``: device-hours per queue, workload, owner, device, DAG, task or application,
+"""``hami-devices usage``: device-hours per namespace, pod, queue, workload, owner, device, allocation, DAG, task or
+application,
 weighted by the share granted and by what was used, per vendor and model (for chargeback)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from hami_devices.observability.usage import GROUPINGS, UsageRow, totals, usage_
 COLUMNS = [
     "group", "vendor", "model", "allocations", "device_hours", "memory_share_hours", "core_share_hours",
     "charged_share_hours", "used_memory_share_hours", "used_core_share_hours", "sampled_hours",
-    "utilization_sampled_hours",
+    "utilization_sampled_hours", "coverage",
 ]
 
 
@@ -27,7 +28,8 @@ def register(subparsers: Any) -> None:
         help="share-weighted device-hours for chargeback, from the ledger's events and usage samples",
         description="device_hours counts each granted device whole; memory_share_hours and core_share_hours weigh "
         "it by the share granted; charged_share_hours by the larger of the two; used_* by what the workload "
-        "actually held and computed (samples recorded by the exporter; sampled_hours is their coverage). "
+        "actually held and computed, integrated between the samples the exporter recorded (sampled_hours is the time "
+        "they cover, coverage its share of device_hours). "
         "Times: ISO 8601, Unix seconds, now, or an age such as 24h or 7d.",
     )
     parser.add_argument("--ledger", metavar="FILE", type=Path, help="SQLite ledger (default: as for allocate)")

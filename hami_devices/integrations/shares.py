@@ -142,7 +142,8 @@ class NodeShares:
     def release(self, handle_id: str, *, reason: str | None = None) -> bool:
         """Release the share; False when it was released already (by gc, or an earlier attempt)."""
         try:
-            release_from(self.ledger, handle_id, self.adapters(), reason=reason)
+            # the integration saw its workload end: a process left behind is revoked, not left holding the share
+            release_from(self.ledger, handle_id, self.adapters(), reason=reason, ended=True)
         except UnknownAllocation:
             return False
         return True

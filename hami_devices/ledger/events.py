@@ -27,6 +27,7 @@ class EventKind(StrEnum):
     REFUSED = "allocation.refused"
     RELEASED = "allocation.released"
     EVICTED = "allocation.evicted"
+    REVOKED = "allocation.revoked"  # released while processes used it: their limiter refuses them from now on
     PROCESS_STARTED = "process.started"
     PROCESS_EXITED = "process.exited"
     HEALTH_CHANGED = "device.health"

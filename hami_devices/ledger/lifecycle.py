@@ -34,7 +34,7 @@ def _grant_summary(grant: Grant, device_memory_mib: int | None = None) -> dict[s
 
 
 def _single_node(handle: DeviceHandle) -> str | None:
-    nodes = {g.node for g in handle.grants}
+    nodes = {g.node for g in handle.grants} or ({handle.node} if handle.node else set())
     return next(iter(nodes)) if len(nodes) == 1 else None
 
 
@@ -90,6 +90,25 @@ def ended(handle: DeviceHandle, *, reason: str | None = None, evicted_by: str | 
     return Event(
         time=now,
         kind=EventKind.EVICTED if evicted_by is not None else EventKind.RELEASED,
+        allocation_id=handle.id,
+        uuid=_single_uuid(handle),
+        node=_single_node(handle),
+        data=data,
+    )
+
+
+def revoked(handle: DeviceHandle, processes: list[str], regions: list[str], *, reason: str | None = None) -> Event:
+    """A release that went ahead while ``processes`` still used the allocation: its ``regions`` now refuse
+    every further device allocation of theirs."""
+    data: dict[str, Any] = {
+        "metadata": dict(handle.metadata),
+        "processes": list(processes),
+        "regions": list(regions),
+    }
+    if reason is not None:
+        data["reason"] = reason
+    return Event(
+        kind=EventKind.REVOKED,
         allocation_id=handle.id,
         uuid=_single_uuid(handle),
         node=_single_node(handle),

@@ -14,6 +14,7 @@ event log, the observers' last-seen state and the usage samples.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sqlite3
@@ -24,9 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hami_devices.errors import LedgerSchemaError, UnknownAllocation
+from hami_devices.errors import LedgerSchemaError, LedgerUnavailable, UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
+from hami_devices.ledger.paths import default_busy_timeout
 from hami_devices.models import DeviceHandle, Grant
 
 SCHEMA_VERSION = 2
@@ -231,16 +233,52 @@ class _SqliteView(LedgerView):
 
 
 class SqliteLedger(Ledger):
-    """One connection per thread; safe across threads and processes."""
+    """One connection per thread; safe across threads and processes.
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
+    A file that is not a ledger, is damaged, cannot be opened, or stays locked by another process for
+    longer than ``busy_timeout_s`` (default ``$HAMI_LEDGER_TIMEOUT``, else 30 s) raises ``LedgerUnavailable``
+    naming the file, whichever call meets it.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._timeout = busy_timeout_s
+        self._timeout = default_busy_timeout() if busy_timeout_s is None else busy_timeout_s
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
-        self._initialise(self._connection())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerUnavailable(f"ledger {self.path}: cannot create its folder: {exc.strerror}") from None
+        with self._errors():
+            self._initialise(self._connection())
+
+    def _unusable(self, exc: sqlite3.Error) -> LedgerUnavailable:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return LedgerUnavailable(
+                f"ledger {self.path} is locked by another process (waited {self._timeout:g} s; "
+                "HAMI_LEDGER_TIMEOUT sets the wait)"
+            )
+        if "unable to open" in text or "readonly" in text or "disk I/O" in text:
+            return LedgerUnavailable(f"ledger {self.path} cannot be used ({text}): check the file and its folder")
+        return LedgerUnavailable(
+            f"ledger {self.path} is not a readable ledger ({text}); `hami-devices doctor --ledger {self.path}` "
+            "says what to do"
+        )
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._unusable(exc) from None
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        # a damaged file may refuse even that; the caller's error is the one to report
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
     def _initialise(self, conn: sqlite3.Connection) -> None:
         """Switch to WAL and create the tables, waiting out other processes doing the same.
@@ -283,7 +321,8 @@ class SqliteLedger(Ledger):
 
     @property
     def schema_version(self) -> int:
-        return schema_version(self._connection())
+        with self._errors():
+            return schema_version(self._connection())
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -291,9 +330,12 @@ class SqliteLedger(Ledger):
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves.
             # Each thread uses only its own connection; check_same_thread=False lets close() (on
             # whichever thread shuts the ledger down) close them all, e.g. an exporter's collector threads'.
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            with self._errors():
+                conn = sqlite3.connect(
+                    self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA foreign_keys=ON")
+                conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -302,24 +344,33 @@ class SqliteLedger(Ledger):
     @contextmanager
     def transaction(self) -> Iterator[LedgerView]:
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+        with self._errors():
+            conn.execute("BEGIN IMMEDIATE")
         try:
             yield _SqliteView(conn)
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            raise self._unusable(exc) from None
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback(conn)
             raise
-        conn.execute("COMMIT")
+        with self._errors():
+            conn.execute("COMMIT")
 
     @contextmanager
     def reading(self) -> Iterator[LedgerView]:
         """A read transaction: one consistent snapshot (WAL), without taking the write lock."""
         conn = self._connection()
-        conn.execute("BEGIN DEFERRED")
+        with self._errors():
+            conn.execute("BEGIN DEFERRED")
         try:
             yield _SqliteView(conn)
+        except sqlite3.Error as exc:
+            raise self._unusable(exc) from None
         finally:
             if conn.in_transaction:
-                conn.execute("COMMIT")
+                with self._errors():
+                    conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:

@@ -7,7 +7,9 @@ only inside ``PartitionProfile.native``.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self, TypeAlias
+import difflib
+from collections.abc import Sequence
+from typing import Any, Literal, Self, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic._internal._model_construction import ModelMetaclass
@@ -29,17 +31,65 @@ def is_available(value: object) -> bool:
     return value != NOT_AVAILABLE and value is not None
 
 
-def first_error(exc: ValidationError) -> tuple[str, str]:
-    """The dotted location and message of the first pydantic error."""
-    return every_error(exc)[0]
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's type holds (``list[Part]``, ``dict[str, Class]``, ``Part | None`` ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
-def every_error(exc: ValidationError) -> list[tuple[str, str]]:
-    """The dotted location and message of every pydantic error, in the order pydantic found them."""
-    return [
-        (".".join(str(p) for p in err.get("loc", ())) or "<root>", str(err.get("msg", "invalid value")))
-        for err in exc.errors()
-    ]
+def _field_of(model: type[BaseModel], key: str) -> Any | None:
+    for name, info in model.model_fields.items():
+        if key in (name, info.alias):
+            return info
+    return None
+
+
+def known_keys(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The keys the mapping holding ``loc``'s last key accepts, as a file spells them (aliases and names)."""
+    current = [model]
+    for step in loc[:-1]:
+        found = [info for m in current if isinstance(step, str) and (info := _field_of(m, step)) is not None]
+        if found:
+            current = [m for info in found for m in _models_in(info.annotation)]
+        # else: a list index, a mapping's own key or a union member's tag: the same models go on
+        if not current:
+            return []
+    return sorted({key for m in current for name, info in m.model_fields.items() for key in (name, info.alias)
+                   if key})
+
+
+def _dotted(loc: Sequence[str | int]) -> str:
+    return ".".join(str(p) for p in loc) or "<root>"
+
+
+def every_error(exc: ValidationError, model: type[BaseModel] | None = None) -> list[tuple[str, str]]:
+    """The dotted location and message of every problem, in the order pydantic found them.
+
+    With ``model``, an unknown key gets the closest key the model accepts at that place ("did you mean
+    'model'?"), and the "field required" that the misspelling caused is not reported twice.
+    """
+    problems: list[tuple[str, str]] = []
+    meant: set[str] = set()
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        message = str(err.get("msg", "invalid value"))
+        if err.get("type") == "extra_forbidden" and model is not None and loc and isinstance(loc[-1], str):
+            close = difflib.get_close_matches(loc[-1], known_keys(model, loc), n=1, cutoff=0.6)
+            message += f"; did you mean {close[0]!r}?" if close else ""
+            meant.update(_dotted((*loc[:-1], c)) for c in close)
+        problems.append((_dotted(loc), message))
+    required = {_dotted(tuple(e.get("loc", ()))) for e in exc.errors() if e.get("type") == "missing"}
+    return [(f, m) for f, m in problems if not (f in required and f in meant)] or problems
+
+
+def first_error(exc: ValidationError, model: type[BaseModel] | None = None) -> tuple[str, str]:
+    """The dotted location of the first problem, and every problem in one message (see ``every_error``)."""
+    problems = every_error(exc, model)
+    field, message = problems[0]
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more: " + "; ".join(f"{f}: {m}" for f, m in problems[1:]) + ")"
+    return field, message
 
 
 class _TypedErrorsMeta(ModelMetaclass):
@@ -54,7 +104,8 @@ class _TypedErrorsMeta(ModelMetaclass):
         try:
             return super().__call__(*args, **kwargs)
         except ValidationError as exc:
-            field, message = first_error(exc)
+            model = cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+            field, message = first_error(exc, model)
             raise InvalidRequest(field, message) from None
 
 
@@ -68,7 +119,7 @@ class HamiModel(BaseModel, metaclass=_TypedErrorsMeta):
         try:
             return super().model_validate(obj, *args, **kwargs)
         except ValidationError as exc:
-            field, message = first_error(exc)
+            field, message = first_error(exc, cls)
             raise InvalidRequest(field, message) from None
 
     @classmethod
@@ -76,5 +127,5 @@ class HamiModel(BaseModel, metaclass=_TypedErrorsMeta):
         try:
             return super().model_validate_json(json_data, *args, **kwargs)
         except ValidationError as exc:
-            field, message = first_error(exc)
+            field, message = first_error(exc, cls)
             raise InvalidRequest(field, message) from None

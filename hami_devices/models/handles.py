@@ -79,6 +79,10 @@ class DeviceHandle(HamiModel):
     id: str = Field(default_factory=_new_handle_id)
     request: ResourceRequest
     grants: list[Grant]
+    node: str | None = Field(
+        default=None,
+        description="the node that hosts the task (its host CPU and memory); unset: its first grant's node",
+    )
     environments: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="'node/vendor' -> variables for that group's workload processes"
     )
@@ -129,6 +133,11 @@ class DeviceHandle(HamiModel):
         return self.__dict__ == other.__dict__
 
     __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def host(self) -> str | None:
+        """The node that hosts the task: ``node``, else the node of its first grant (``None``: unknown)."""
+        return self.node or (self.grants[0].node if self.grants else None)
 
     @property
     def uuids(self) -> list[str]:

@@ -170,7 +170,7 @@ class TextRenderer:
                     text = self._headers[metric.name] + "".join(g.get(metric.name, "") for g in groups)
                     blocks.append(before if text == before[0] else (text, text.encode()))
                 self._blocks = blocks
-            tail = _lines([*counter_samples(snapshot.tally), *exporter_samples(snapshot)])
+            tail = _lines([*counter_samples(snapshot.tally, self._known), *exporter_samples(snapshot)])
             rest = "".join(self._headers[m.name] + tail.get(m.name, "") for m in _TAIL).encode()
             return [*(block for _, block in self._blocks), rest]
 

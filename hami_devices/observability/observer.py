@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from hami_devices.ledger import Event, EventKind, Ledger, LedgerView, UsageSample
@@ -58,26 +59,57 @@ def _local_pids(value: Any) -> dict[Identity, int | None]:
     return found
 
 
-def split_sample(
-    handle_id: str, uuid: str, start: float, end: float, reading: GrantReading
-) -> list[UsageSample]:
-    """One reading held over ``(start, end]``, cut at usage-bucket boundaries."""
+@dataclass(frozen=True)
+class Level:
+    """One grant's reading at one observation: what usage is integrated between."""
+
+    memory_used_bytes: float
+    utilization_ratio: float | None  # None: the limiter had not measured it
+
+    @classmethod
+    def of(cls, reading: GrantReading) -> Level:
+        return cls(float(reading.memory_used_bytes), reading.utilization_ratio)
+
+    def to_json(self) -> list[float | None]:
+        return [self.memory_used_bytes, self.utilization_ratio]
+
+    @classmethod
+    def from_json(cls, value: Any) -> Level:
+        return cls(float(value[0]), None if value[1] is None else float(value[1]))
+
+
+def split_sample(handle_id: str, uuid: str, start: float, end: float, first: Level, last: Level) -> list[UsageSample]:
+    """Usage between two real observations, ``first`` at ``start`` and ``last`` at ``end``, cut at usage-bucket
+    boundaries: each figure runs linearly from one reading to the next (the trapezoid rule), so every piece
+    is the exact integral of that line.  Utilization counts only where both readings measured it."""
     samples: list[UsageSample] = []
+    span = end - start
+    measured = first.utilization_ratio is not None and last.utilization_ratio is not None
+
+    def at(t: float, a: float, b: float) -> float:
+        return a + (b - a) * (t - start) / span
+
     t = start
     while t < end:
         bucket = bucket_of(t)
         stop = min(end, bucket + USAGE_BUCKET_SECONDS)
         dt = stop - t
-        measured = reading.utilization_ratio is not None
+        memory = (at(t, first.memory_used_bytes, last.memory_used_bytes)
+                  + at(stop, first.memory_used_bytes, last.memory_used_bytes)) / 2
+        ratio = 0.0
+        if measured:
+            assert first.utilization_ratio is not None and last.utilization_ratio is not None
+            ratio = (at(t, first.utilization_ratio, last.utilization_ratio)
+                     + at(stop, first.utilization_ratio, last.utilization_ratio)) / 2
         samples.append(
             UsageSample(
                 bucket=bucket,
                 allocation_id=handle_id,
                 uuid=uuid,
                 seconds=dt,
-                memory_mib_seconds=reading.memory_used_bytes / MIB * dt,
+                memory_mib_seconds=memory / MIB * dt,
                 utilization_seconds=dt if measured else 0.0,
-                utilization_ratio_seconds=(reading.utilization_ratio or 0.0) * dt if measured else 0.0,
+                utilization_ratio_seconds=ratio * dt,
             )
         )
         t = stop
@@ -87,8 +119,9 @@ def split_sample(
 class Observer:
     """Records process starts and exits, health changes and usage samples from snapshots.
 
-    ``max_gap_s``: a stretch between two observations longer than this (the
-    observer was not running) is not counted as measured usage.
+    Usage is integrated only between two observations of a grant: nothing before the first one (the
+    time between the grant and the first observation is not sampled, and the report's coverage says
+    so), and nothing over a stretch longer than ``max_gap_s`` (the observer was not running).
     """
 
     def __init__(self, ledger: Ledger, *, max_gap_s: float = 120.0) -> None:
@@ -118,11 +151,18 @@ class Observer:
             handle = handles.get(region.handle_id)
             events += self._process_changes(view, region, handle, previous, snapshot.time)
             alive = sorted({(p.pid, p.start_time, p.host_pid, p.pid_namespace) for p in region.processes if p.alive})
-            view.set_observation(key, snapshot.time, {"alive": alive})
-            since = previous[0] if previous is not None else (handle.created_at if handle else snapshot.time)
-            if 0 < snapshot.time - since <= self.max_gap_s:
-                for uuid, reading in region.grants.items():
-                    samples += split_sample(region.handle_id, uuid, since, snapshot.time, reading)
+            levels = {uuid: Level.of(reading) for uuid, reading in region.grants.items()}
+            view.set_observation(
+                key, snapshot.time, {"alive": alive, "levels": {u: v.to_json() for u, v in levels.items()}}
+            )
+            if previous is None or not 0 < snapshot.time - previous[0] <= self.max_gap_s:
+                continue  # a first observation, or one after a gap: usage is integrated from here on
+            before = previous[1].get("levels") or {}
+            for uuid, level in levels.items():
+                if uuid in before:
+                    samples += split_sample(
+                        region.handle_id, uuid, previous[0], snapshot.time, Level.from_json(before[uuid]), level
+                    )
         view.add_usage(samples)
         live = set(view.handle_ids())
         for key, previous in state.items():
@@ -146,14 +186,18 @@ class Observer:
         metadata = dict(handle.metadata) if handle else {}
         events = []
         for pid, start in sorted(alive - before):
+            # when the process started, not when this pass saw it (clamped: clocks and boot times drift)
+            started = procs.started_at(start)
+            when = now if started is None else min(now, started)
             events.append(
                 view.record_event(
                     Event(
-                        time=now,
+                        time=when,
                         kind=EventKind.PROCESS_STARTED,
                         allocation_id=region.handle_id,
                         node=node,
-                        data={"pid": pid, "start_time": start, "group": region.group, "metadata": metadata},
+                        data={"pid": pid, "start_time": start, "group": region.group, "metadata": metadata,
+                              "observed_at": now},
                     )
                 )
             )

@@ -42,3 +42,25 @@ def local_pid(pid: int, host_pid: int, pid_namespace: int) -> int | None:
     if pid_namespace in (0, own_pid_namespace()):
         return pid
     return None
+
+
+@cache
+def _boot_time() -> float | None:
+    """When this machine booted (``btime`` of /proc/stat), Unix seconds."""
+    try:
+        with open("/proc/stat", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def started_at(start_ticks: int) -> float | None:
+    """The wall-clock time a process started, from its start time in clock ticks after boot (the same in
+    every PID namespace); ``None`` when not known."""
+    boot = _boot_time()
+    if boot is None or start_ticks <= 0:
+        return None
+    return boot + start_ticks / os.sysconf("SC_CLK_TCK")

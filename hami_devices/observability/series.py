@@ -10,9 +10,12 @@ live readings at all (its ``hami_exporter_collector_up`` says 0).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hami_devices.device import Device, DeviceReadings
+from hami_devices.errors import ReasonCode
+from hami_devices.ledger import EventKind
 from hami_devices.models import DeviceHandle, Grant, is_available
 from hami_devices.observability import names
 from hami_devices.observability.names import MetricName
@@ -70,10 +73,12 @@ def metadata_labels(handle: DeviceHandle) -> Labels:
 
 def device_samples(device: Device, labels: Labels, readings: DeviceReadings | None) -> list[Sample]:
     """A device's facts and, when its vendor answered, its live readings (not-available ones left out)."""
-    numa = device.info.numa_node
+    info = device.info
+    numa = info.numa_node
+    product = info.attributes.get("product_name") or info.attributes.get("chip_name") or ""
     out: list[Sample] = [
-        (names.DEVICE_INFO, (*labels, "" if numa is None else str(numa)), 1.0),
-        (names.DEVICE_MEMORY_TOTAL, labels, float(device.info.memory_mib * MIB)),
+        (names.DEVICE_INFO, (*labels, "" if numa is None else str(numa), product), 1.0),
+        (names.DEVICE_MEMORY_TOTAL, labels, float(info.memory_mib * MIB)),
     ]
     if readings is not None:
         if is_available(readings.memory_used_mib):
@@ -86,6 +91,10 @@ def device_samples(device: Device, labels: Labels, readings: DeviceReadings | No
             out.append((names.DEVICE_POWER, labels, float(readings.power_w)))
         health = readings.health or device.info.health
         out.append((names.DEVICE_HEALTHY, labels, 1.0 if health == "healthy" else 0.0))
+        for key, (metric, factor) in names.FIELD_METRICS.items():
+            value = readings.extra.get(key)
+            if is_available(value):
+                out.append((metric, labels, float(value) * factor))  # type: ignore[arg-type]
     return out
 
 
@@ -110,8 +119,11 @@ def share_samples(labels: Labels, grants: list[Grant]) -> list[Sample]:
 def grant_rows(handle: DeviceHandle, known: dict[str, Labels]) -> list[GrantRow]:
     identity = metadata_labels(handle)
     rows = []
+    seen: dict[tuple[str, str], int] = {}  # (node, vendor) -> grants of that group so far: the runtime's numbering
     for grant in handle.grants:
-        labels = (*_grant_facts(grant, known), handle.id, *identity)
+        slot = seen.get((grant.node, grant.vendor), 0)
+        seen[(grant.node, grant.vendor)] = slot + 1
+        labels = (*_grant_facts(grant, known), handle.id, *identity, str(slot))
         info = (*labels, grant.partition or "", "true" if grant.exclusive else "false")
         limit = (labels, float(grant.memory_mib * MIB))
         rows.append(GrantRow(grant.uuid, labels, (info, 1.0), limit, (labels, grant.cores / 100.0)))
@@ -155,7 +167,10 @@ def regions_by_handle(regions: list[RegionReading]) -> dict[str, list[RegionRead
     return found
 
 
-def counter_samples(tally: EventTally | None) -> list[Sample]:
+def counter_samples(tally: EventTally | None, uuids: Iterable[str] = ()) -> list[Sample]:
+    """The event log's counters.  Every label value known in advance starts at 0 (each reason code, each event
+    kind, each device ``uuids`` names), so a rate over the first event is right; a reclaimer appears with its
+    first eviction (``hami_lifecycle_events_total{kind="allocation.evicted"}`` counts them all from 0)."""
     if tally is None:
         return []  # counters come from the ledger's event log; never reset them to 0 because it was busy
     out: list[Sample] = [
@@ -163,9 +178,12 @@ def counter_samples(tally: EventTally | None) -> list[Sample]:
         (names.RELEASED, (), float(tally.by_kind.get("allocation.released", 0))),
     ]
     out += [(names.EVICTIONS, (reclaimer,), float(n)) for reclaimer, n in sorted(tally.evictions.items())]
-    out += [(names.REFUSALS, (reason,), float(n)) for reason, n in sorted(tally.refusals.items())]
-    out += [(names.LIMITER_REFUSALS, (uuid,), float(n)) for uuid, n in sorted(tally.limiter_refusals.items())]
-    out += [(names.EVENTS, (kind,), float(n)) for kind, n in sorted(tally.by_kind.items())]
+    reasons = dict.fromkeys(map(str, ReasonCode), 0) | dict(tally.refusals)
+    out += [(names.REFUSALS, (reason,), float(n)) for reason, n in sorted(reasons.items())]
+    limited = dict.fromkeys(uuids, 0) | dict(tally.limiter_refusals)
+    out += [(names.LIMITER_REFUSALS, (uuid,), float(n)) for uuid, n in sorted(limited.items())]
+    kinds = dict.fromkeys(map(str, EventKind), 0) | dict(tally.by_kind)
+    out += [(names.EVENTS, (kind,), float(n)) for kind, n in sorted(kinds.items())]
     return out
 
 
@@ -207,6 +225,6 @@ def series(snapshot: Snapshot, seen: Rows | None = None, keep: Rows | None = Non
             keep[handle.id] = rows
             put(grant_samples(rows))
             put(usage_samples(rows, regions.get(handle.id, [])))
-    put(counter_samples(snapshot.tally))
+    put(counter_samples(snapshot.tally, known))
     put(exporter_samples(snapshot))
     return out

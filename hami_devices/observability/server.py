@@ -12,7 +12,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from hami_devices.device import Device
-from hami_devices.errors import InvalidRequest
+from hami_devices.errors import CannotListen, InvalidRequest
 from hami_devices.ledger import Ledger
 from hami_devices.observability.exposition import CONTENT_TYPE, TextRenderer
 from hami_devices.observability.observer import Observer, observe_forever
@@ -121,7 +121,11 @@ def start(
     if listen is not None:
         host, port = parse_listen(listen)
         server_class = _Server6 if ":" in host else _Server
-        server = make_server(host, port, exporter.app, server_class=server_class, handler_class=_QuietHandler)
+        try:
+            server = make_server(host, port, exporter.app, server_class=server_class, handler_class=_QuietHandler)
+        except OSError as exc:
+            sampler.close()
+            raise CannotListen(host, port, exc) from None
         exporter._server = server
         exporter.port = int(server.server_port)
         thread = threading.Thread(target=server.serve_forever, name="hami-exporter-http", daemon=True)

@@ -6,8 +6,10 @@ weighed by its memory share (MiB granted / device MiB) and its core share
 (cores / 100), both reported, and by the larger of the two (``charged``: the
 part of the device the allocation withheld from others).  Used figures come
 from the observer's usage samples (memory held, and compute where the limiter
-measured it); ``sampled_hours`` says how much of the granted time they cover.
-A 25 %-core share is charged a quarter of a device, not a whole one.
+measured it), integrated only between two real observations; ``sampled_hours``
+is the time they cover and ``coverage`` its share of the granted device-hours
+(``--by allocation`` gives it per allocation).  A 25 %-core share is charged a
+quarter of a device, not a whole one.
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import EventKind, Ledger
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS
 
-GroupBy = Literal["queue", "workload", "owner", "device", "dag", "task", "application"]
-GROUPINGS: tuple[str, ...] = ("queue", "workload", "owner", "device", "dag", "task", "application")
+GroupBy = Literal[
+    "namespace", "pod", "queue", "workload", "owner", "device", "allocation", "dag", "task", "application"
+]
+GROUPINGS: tuple[str, ...] = (
+    "namespace", "pod", "queue", "workload", "owner", "device", "allocation", "dag", "task", "application",
+)
 # groupings by the identity a workflow integration records: an Airflow task's DAG and task, a Spark application
 METADATA_GROUPS: dict[str, tuple[str, ...]] = {
     "dag": ("dag_id",),
@@ -49,9 +55,15 @@ class UsageRow:
     utilization_sampled_hours: float = 0.0
     _ids: set[str] = field(default_factory=set, repr=False)
 
+    @property
+    def coverage(self) -> float:
+        """The share of the granted device-hours that usage samples cover (0..1)."""
+        return min(1.0, self.sampled_hours / self.device_hours) if self.device_hours > 0 else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)
         row.pop("_ids")
+        row["coverage"] = self.coverage
         return row
 
 
@@ -80,6 +92,13 @@ class _Held:
 
 def group_of(by: str, held: _Held, uuid: str) -> str:
     meta, request = held.metadata, held.request
+    if by == "namespace":
+        return meta.get("namespace") or "(none)"
+    if by == "pod":
+        pod = meta.get("pod")
+        return f"{meta['namespace']}/{pod}" if pod and meta.get("namespace") else pod or "(none)"
+    if by == "allocation":
+        return held.allocation_id
     if by == "queue":
         return meta.get("queue") or request.get("queue") or "default"
     if by == "workload":

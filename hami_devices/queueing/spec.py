@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, m
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import every_error
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 BASE_RESOURCES = ("devices", "device-cores", "device-memory-mib", "host-cpu-milli", "host-memory-mib")
 """Keys every queue is charged on; ``KEY@SCOPE`` narrows a device key to some devices."""
@@ -255,7 +255,7 @@ def parse_queues(data: Any, source: str = "<queues>") -> QueueFile:
     try:
         spec = QueueFile.model_validate(data)
     except ValidationError as exc:
-        raise InvalidConfig.all_of(every_error(exc), source=source) from None
+        raise InvalidConfig.all_of(every_error(exc, QueueFile), source=source) from None
     problems = _validate(spec)
     if problems:
         raise InvalidConfig.all_of(problems, source=source)
@@ -263,7 +263,8 @@ def parse_queues(data: Any, source: str = "<queues>") -> QueueFile:
 
 
 def load_queues(path: str | Path) -> QueueFile:
-    return parse_queues(read_yaml(path, InvalidConfig), source=str(path))
+    with located(path):
+        return parse_queues(read_yaml(path, InvalidConfig), source=str(path))
 
 
 def queues_schema() -> dict[str, Any]:

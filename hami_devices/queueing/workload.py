@@ -24,7 +24,7 @@ from typing import Any
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ResourceRequest
 from hami_devices.workload import TimedTask
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 __all__ = ["TIMING_KEYS", "TimedTask", "load_timed_workload", "parse_timed_workload"]
 
@@ -72,4 +72,5 @@ def parse_timed_workload(data: Any, source: str = "<workload>") -> list[TimedTas
 
 
 def load_timed_workload(path: str | Path) -> list[TimedTask]:
-    return parse_timed_workload(read_yaml(path), source=str(path))
+    with located(path):
+        return parse_timed_workload(read_yaml(path), source=str(path))

@@ -207,12 +207,14 @@ class ClusterState(Plans):
     def book(self, handle: DeviceHandle, *, node: str | None = None) -> Booking:
         """Mirror an allocation of the ledger (confirmed); the booking id is the handle id.
 
-        ``node`` hosts the task (default: the node of its first grant).
+        ``node`` hosts the task (default: the handle's host node, else the node of its first grant).
         """
         request = handle.request
-        host = node or (handle.grants[0].node if handle.grants else None)
+        host = node or handle.host
         if host is None:
-            raise InvalidRequest("node", f"allocation {handle.id} has no grants: say which node hosts it")
+            raise InvalidRequest(
+                "node", f"allocation {handle.id} has no grants and names no node: say which node hosts it"
+            )
         if handle.id in self.bookings:
             raise InvalidRequest("handle", f"allocation {handle.id} is already booked")
         try:
@@ -266,6 +268,8 @@ class ClusterState(Plans):
                 grants = [g for g in handle.grants if g.uuid in self.uuid_index]
                 if grants:
                     self.book(handle.model_copy(update={"grants": grants}))
+                elif not handle.grants and handle.node in self.nodes:  # a host-only allocation on a node here
+                    self.book(handle)
 
     def confirm(self, booking_id: str) -> Booking:
         booking = self._booking(booking_id)

@@ -4,7 +4,10 @@ The reason codes come from the rule table (the first rule each device fails,
 every node rule each node fails); this adds the two judgements a scheduler
 needs to decide between waiting and failing: whether the request could fit
 this cluster at all once everything is released (``permanent``), and which
-nodes came nearest.
+nodes came nearest.  The message leads with what decides: what the request
+needs ("no T4 with 16 GiB free"), the reasons of the devices that are what it
+asks for, and the nearest nodes with what they have free; the devices that are
+not what it asks for (``MATCH`` rows: another vendor or model) come last.
 """
 
 from __future__ import annotations
@@ -14,8 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from hami_devices.errors import InsufficientResources, ReasonCode
-from hami_devices.models import ResourceRequest
-from hami_devices.rules import DEVICE_CODES, NODE_CODES, NODE_RULES, PART_NODE_CODES, HostDemand
+from hami_devices.models import RequestPart, ResourceRequest
+from hami_devices.rules import (
+    DEVICE_CODES,
+    DEVICE_RULES,
+    MATCH_RULES,
+    NODE_CODES,
+    NODE_RULES,
+    PART_NODE_CODES,
+    HostDemand,
+)
 from hami_devices.rules.columns import AsIfEmpty, BoolArray, ColumnView, IntArray
 from hami_devices.scheduling.choosing import Chooser
 from hami_devices.scheduling.cluster import ClusterState
@@ -23,6 +34,9 @@ from hami_devices.scheduling.scoring import ScoredPart
 from hami_devices.traits import catalog_model_names, did_you_mean
 
 NEAREST = 3
+UNMATCHED = frozenset(rule.code for rule in MATCH_RULES)
+"""Codes that only say a device is not what a part asks for: the noise of a refusal, reported last."""
+_LIMITS = {rule.code: rule.limit for rule in DEVICE_RULES if rule.limit is not None}
 
 
 def unknown_names(cluster: ClusterState, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
@@ -169,9 +183,71 @@ def refusal(
                                      permanent=True)
     fits = [cluster.fits_empty(part, i) for i, part in enumerate(request.parts)]
     permanent = not could_fit(cluster, request, fits)
+    counts = found.counts()
+    unmatched_only = all(n == 0 or code in UNMATCHED for code, n in counts.items() if code in DEVICE_CODES)
+    if request.parts and unmatched_only and not any(rows.size for rows in have):
+        headline = f"no device is {' + '.join(_asked(p) for p in request.parts)}"
+    elif request.parts:
+        headline = "no " + " + ".join(_wanted(p) for p in request.parts)
+    else:
+        headline = f"no node with {request.host_cpu_milli}m CPU and {_amount(request.host_memory_mib)} free"
+    near = nearest(cluster, request, found, have) or closest(cluster, found, request)
     return InsufficientResources(
-        f"no placement for {label}", found, permanent=permanent, nearest=nearest(cluster, request, found, have)
+        f"no placement for {label}: {headline}", found, permanent=permanent, nearest=near, unmatched=UNMATCHED
     )
+
+
+def _amount(mib: int) -> str:
+    if mib < 1024:
+        return f"{mib} MiB"
+    return f"{mib // 1024} GiB" if mib % 1024 == 0 else f"{mib / 1024:.1f} GiB"
+
+
+def _asked(part: RequestPart) -> str:
+    """What a part asks a device to be: "2 x T4/L4", "nvidia", "selected device (of 36)", "a device"."""
+    if len(part.uuids) > 2 and not (part.models or part.vendors):  # a selection (DRA's CEL selectors)
+        many = f"{part.count} selected devices" if part.count > 1 else "selected device"
+        return f"{many} (of {len(part.uuids)})"
+    names = part.models or part.vendors or part.uuids
+    what = "/".join(names) if names else "device"
+    return f"{part.count} x {what}" if part.count > 1 else (what if names else "a device")
+
+
+def _wanted(part: RequestPart) -> str:
+    """What a part needs free: "T4 with 16 GiB and 30% compute free", "whole H100 free"."""
+    what = _asked(part)
+    needs = [] if part.memory_mib is None else [_amount(part.memory_mib)]
+    if part.memory_percent is not None:
+        needs.append(f"{part.memory_percent:g}% of its memory")
+    if part.cores >= 100:
+        what = f"whole {what}"
+    elif part.cores:
+        needs.append(f"{part.cores}% compute")
+    return f"{what} with {' and '.join(needs)} free" if needs else f"{what} free"
+
+
+def closest(cluster: ClusterState, found: ArrayExplanation, request: ResourceRequest) -> list[str]:
+    """Where no node has a device to offer now: the nodes whose best device short of memory or compute has the
+    most of it free, with what it has ("t4-1 (12 GiB free)"; compute too where the request asks for some)."""
+    short = [DEVICE_CODES.index(c) for c in (ReasonCode.CARD_INSUFFICIENT_MEMORY, ReasonCode.CARD_INSUFFICIENT_CORE)]
+    rows = found.device_rows[np.isin(found.device_codes, short)]
+    if rows.size == 0:
+        return []
+    view = cluster.view(rows)
+    memory, cores = _LIMITS[ReasonCode.CARD_INSUFFICIENT_MEMORY], _LIMITS[ReasonCode.CARD_INSUFFICIENT_CORE]
+    free_mem = memory.cap(view, None) - memory.used(view)
+    free_cores = cores.cap(view, None) - cores.used(view)
+    order = np.lexsort((-free_cores, -free_mem))  # most memory free first, then most compute
+    nodes = cluster.node[rows[order]]
+    _, first = np.unique(nodes, return_index=True)  # each node's best device
+    best = order[np.sort(first)][:NEAREST]
+    compute = any(p.cores for p in request.parts)
+    return [
+        f"{cluster.node_name(int(cluster.node[rows[k]]))} ({_amount(int(free_mem[k]))}"
+        + (f" and {int(free_cores[k])}% compute" if compute else "")
+        + " free)"
+        for k in best.tolist()
+    ]
 
 
 def could_fit(cluster: ClusterState, request: ResourceRequest, fits: list[BoolArray]) -> bool:

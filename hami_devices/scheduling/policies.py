@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hami_devices.errors import InvalidConfig
 from hami_devices.models import first_error
-from hami_devices.yamlfile import read_yaml
+from hami_devices.yamlfile import located, read_yaml
 
 SCORER_NAMES = ("binpack", "spread", "trait-affinity", "topology", "fragmentation", "locality", "bestfit")
 
@@ -94,7 +94,7 @@ def parse_policies(
     try:
         parsed = PolicyFile.model_validate(data)
     except ValidationError as exc:
-        field, message = first_error(exc)
+        field, message = first_error(exc, PolicyFile)
         raise InvalidConfig(field, message, source=source) from None
     out: dict[str, Policy] = {}
     for i, policy in enumerate(parsed.policies):
@@ -112,7 +112,8 @@ def parse_policies(
 
 
 def load_policies(path: str | Path, known_scorers: tuple[str, ...] = SCORER_NAMES) -> dict[str, Policy]:
-    return parse_policies(read_yaml(path, InvalidConfig), str(path), known_scorers)
+    with located(path):
+        return parse_policies(read_yaml(path, InvalidConfig), str(path), known_scorers)
 
 
 def resolve_policy(policy: Policy | str, user: dict[str, Policy] | None = None) -> Policy:

@@ -193,6 +193,42 @@ typedef struct {
     uint64_t memorySize[CNDEV_SMLU_ITEM_COUNT];
 } cndevSMluProfileInfo_t;
 
+/* MHz; later drivers append fields after boardFreqArange */
+typedef struct {
+    int version;
+    int boardFreq;          /* the MLU's (IPU) operating frequency */
+    int ddrFreq;            /* its memory's */
+    uint8_t overtempDfsFlag;
+    uint8_t fastDfsFlag;
+    uint16_t mluClusterFreqCount;
+    uint16_t mluClusterFreq[20];
+    int boardDefaultFreq;
+    int boardFreqArange[2];
+} cndevFrequencyInfo_t;
+
+/* counts since the driver loaded */
+typedef struct {
+    int version;
+    uint64_t oneBitError;
+    uint64_t multipleOneError;
+    uint64_t multipleError;
+    uint64_t multipleMultipleError;
+    uint64_t correctedError;
+    uint64_t uncorrectedError;
+    uint64_t totalError;
+    uint64_t addressForbiddenError;
+} cndevECCInfo_t;
+
+/* bytes moved over PCIe in the last 20 ms */
+typedef struct {
+    int version;
+    int64_t pcieRead;
+    int64_t pcieWrite;
+} cndevPCIethroughput_t;
+
+cndevRet_t cndevGetFrequencyInfo(cndevFrequencyInfo_t *freqInfo, cndevDevice_t device);
+cndevRet_t cndevGetECCInfo(cndevECCInfo_t *eccInfo, cndevDevice_t device);
+cndevRet_t cndevGetPCIethroughput(cndevPCIethroughput_t *pciethroughput, cndevDevice_t device);
 cndevRet_t cndevInit(int reserved);
 cndevRet_t cndevRelease(void);
 const char *cndevGetErrorString(cndevRet_t errorId);

@@ -46,6 +46,15 @@ extern "C" {
 #define DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE 1
 #define DCMI_VMNG_SUB_CMD_GET_FREE_RESOURCE 2
 
+/* dcmi_get_device_frequency (enum dcmi_freq_type), MHz */
+#define DCMI_FREQ_DDR 1
+#define DCMI_FREQ_HBM 6
+#define DCMI_FREQ_AICORE_CURRENT 7
+
+/* dcmi_get_device_ecc_info memory kinds (enum dcmi_device_type) */
+#define DCMI_DEVICE_TYPE_DDR 0
+#define DCMI_DEVICE_TYPE_HBM 2
+
 /* dcmi_get_device_die_v2 die types (enum dcmi_die_type) */
 #define DCMI_DIE_NDIE 0
 #define DCMI_DIE_VDIE 1
@@ -71,6 +80,18 @@ struct dcmi_pcie_info_all {
 
 struct dcmi_die_id {
     unsigned int soc_die[DIE_ID_COUNT];
+};
+
+/* Counts since the driver loaded.  Later drivers append fields: callers leave room (``reserved``, ours). */
+struct dcmi_ecc_info {
+    int enable_flag;
+    unsigned int single_bit_error_cnt;
+    unsigned int double_bit_error_cnt;
+    unsigned int total_single_bit_error_cnt;
+    unsigned int total_double_bit_error_cnt;
+    unsigned int single_bit_isolated_pages_cnt;
+    unsigned int double_bit_isolated_pages_cnt;
+    unsigned int reserved[8];
 };
 
 struct dcmi_hbm_info {
@@ -198,6 +219,8 @@ int dcmi_get_device_errorcode_v2(int card_id, int device_id, int *error_count, u
 int dcmi_get_device_utilization_rate(int card_id, int device_id, int input_type, unsigned int *utilization_rate);
 int dcmi_get_device_temperature(int card_id, int device_id, int *temperature);
 int dcmi_get_device_power_info(int card_id, int device_id, int *power);
+int dcmi_get_device_frequency(int card_id, int device_id, int input_type, unsigned int *frequency);
+int dcmi_get_device_ecc_info(int card_id, int device_id, int input_type, struct dcmi_ecc_info *device_ecc_info);
 int dcmi_get_device_info(int card_id, int device_id, int main_cmd, unsigned int sub_cmd, void *buf,
                          unsigned int *size);
 int dcmi_create_vdevice(int card_id, int device_id, struct dcmi_create_vdev_res_stru *vdev,

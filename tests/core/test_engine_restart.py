@@ -61,3 +61,31 @@ def test_the_ledger_keeps_what_the_allocator_learned(tmp_path: Path, example_inv
         assert restarted is not None and restarted.to_dict() == kept.to_dict()
     finally:
         ledger.close()
+
+
+def test_a_host_only_allocation_keeps_its_node_across_a_restart(tmp_path: Path, example_inventory: Path) -> None:
+    """A placement with no devices (host CPU and memory only) is committed with the node the engine chose,
+    and a scheduler rebuilt from the ledger books it there again (it used to fail: no grant, no node)."""
+    path = tmp_path / "ledger.db"
+    ledger = SqliteLedger(path)
+    try:
+        engine = build_engine(example_inventory, ledger=ledger)
+        devices = hd.discover(example_inventory, ledger=ledger)
+        placement = engine.place(ResourceRequest(parts=[], host_cpu_milli=60_000, host_memory_mib=4096))
+        handle = hd.allocate(devices, placement)
+        assert handle.grants == [] and handle.node == placement.node
+        (granted,) = ledger.events(kinds=["allocation.granted"])
+        assert granted.node == placement.node
+    finally:
+        ledger.close()
+    restarted = SqliteLedger(path)
+    try:
+        engine = build_engine(example_inventory, ledger=restarted)  # a new process
+        booking = engine.cluster.bookings[handle.id]
+        assert (booking.node, booking.grants, booking.host_cpu_milli) == (placement.node, [], 60_000)
+        assert engine.cluster.nodes[placement.node].cpu_used == 60_000
+        hd.release(handle.id, ledger=restarted)
+        engine.cluster.sync(restarted.handles())
+        assert engine.cluster.nodes[placement.node].cpu_used == 0
+    finally:
+        restarted.close()

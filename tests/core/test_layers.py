@@ -32,7 +32,9 @@ LAYERS: list[tuple[str, ...]] = [
         "hami_devices.adapter", "hami_devices.registry", "hami_devices.discovery", "hami_devices.sizing",
     ),
     ("hami_devices.scheduling",),  # 3. cluster state and the engine
-    ("hami_devices.assembly", "hami_devices.allocation", "hami_devices.lifecycle"),  # 4. allocation, ledgers
+    (  # 4. allocation, release, ledgers
+        "hami_devices.assembly", "hami_devices.allocation", "hami_devices.releasing", "hami_devices.lifecycle",
+    ),
     ("hami_devices",),  # the package facade: the public names of the layers above, for everything below
     (  # 5. consumers
         "hami_devices.queueing", "hami_devices.simulate", "hami_devices.observability", "hami_devices.kubernetes",

@@ -44,3 +44,10 @@ def cli_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env.update(extra)
     return env
+
+
+LOADED_DEADLINE_S = 1.5
+"""A collector deadline the healthy collectors meet even on a machine kept busy (the suite runs at load 20 on 2
+cores): what the tests check is that a *hung* collector costs a scrape no more than the deadline."""
+STALL_BOUND_S = 10 * LOADED_DEADLINE_S
+"""How long a scrape may take beside a collector that never returns: finite, where a stall would be forever."""

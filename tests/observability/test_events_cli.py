@@ -66,6 +66,33 @@ def test_follow_prints_events_as_they_commit_and_observes_the_node(
         ledger.close()
 
 
+def test_follow_prints_a_header_and_aligned_columns(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    ledger = SqliteLedger(path)
+    follower = subprocess.Popen(
+        [*CLI, "events", "--ledger", str(path), "--follow", "--interval", "0.2"],
+        env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert follower.stdout is not None
+    try:
+        header, rule = follower.stdout.readline().rstrip("\n"), follower.stdout.readline().rstrip("\n")
+        assert header.split() == ["SEQ", "TIME", "KIND", "ALLOCATION", "DEVICE/NODE", "DETAIL"]
+        devices = simulated(ledger, t4_node(1), isolation="none")
+        short = hd.allocate(devices, {"parts": [{"memory_mib": 64}]})
+        hd.release(short, reason="done")
+        lines = [follower.stdout.readline().rstrip("\n") for _ in range(2)]
+    finally:
+        follower.kill()
+        follower.wait()
+        ledger.close()
+    starts = [header.index(name) for name in ("TIME", "KIND", "ALLOCATION", "DEVICE/NODE", "DETAIL")]
+    assert [i for i, c in enumerate(rule) if c == "-" and (i == 0 or rule[i - 1] == " ")] == [0, *starts]
+    for line, kind in zip(lines, ["allocation.granted", "allocation.released"], strict=True):
+        assert [line[i:].split()[0] for i in starts[:4]] == [line[starts[0]:].split()[0], kind, short.id,
+                                                            devices[0].uuid], line
+        assert line[starts[0] - 2 : starts[0]] == "  " and line[starts[1] - 2 : starts[1]] == "  "
+
+
 def test_limiter_refusal_bursts_are_events_and_counted() -> None:
     ledger = hd.MemoryLedger()
     devices = simulated(ledger, t4_node(1))

@@ -103,7 +103,7 @@ def test_processes_still_running_after_release_are_followed_until_they_exit(driv
     holder = _hold(drivers, wenv, handle.env, 8)
     try:
         observer.observe(sampler.snapshot())
-        hd.release(handle)  # the region file goes; the process does not
+        hd.release(handle, force=True)  # the allocation goes; the process does not (its limiter refuses it more)
         assert observer.observe(sampler.snapshot()) == []
     finally:
         holder.kill()
@@ -114,6 +114,29 @@ def test_processes_still_running_after_release_are_followed_until_they_exit(driv
     with ledger.reading() as view:
         assert view.observations("procs/") == {}  # nothing left to follow
     sampler.close()
+
+
+def test_a_process_start_is_recorded_at_the_time_the_process_started(drivers: Drivers, wenv: Env) -> None:
+    """Seen two seconds after it started, the process is still recorded as started when it did."""
+    ledger = MemoryLedger()
+    devices = simulated(ledger, t4_node(1))
+    handle = hd.allocate(devices, {"parts": [{"memory_mib": 64}]})
+    sampler = Sampler(devices, ledger)
+    observer = Observer(ledger)
+    observer.observe(sampler.snapshot())
+    before = time.time()
+    holder = _hold(drivers, wenv, handle.env, 8)
+    after = time.time()
+    try:
+        time.sleep(2)
+        (started,) = observer.observe(sampler.snapshot())
+    finally:
+        holder.kill()
+        holder.wait()
+        sampler.close()
+    assert started.kind == EventKind.PROCESS_STARTED and started.data["pid"] == holder.pid
+    # the kernel's start time, in clock ticks after a boot time given in whole seconds: within a second
+    assert before - 1.0 <= started.time <= after + 1.0 < started.data["observed_at"]
 
 
 def test_health_changes_are_recorded_once() -> None:

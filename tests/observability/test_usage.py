@@ -15,8 +15,10 @@ from hami_devices.cli.main import main
 from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import EventKind, MemoryLedger, SqliteLedger
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS
-from hami_devices.observability.observer import split_sample
-from hami_devices.observability.regions import GrantReading
+from hami_devices.observability.observer import Level, Observer, split_sample
+from hami_devices.observability.regions import GrantReading, RegionReading
+from hami_devices.observability.snapshot import LIMITER, Snapshot
+from hami_devices.observability.timeouts import Outcome
 from hami_devices.observability.timeparse import parse_time
 from hami_devices.observability.usage import usage_report
 from tests.observability.helpers import simulated, t4_node
@@ -60,13 +62,13 @@ def test_measured_use_is_split_by_bucket_and_prorated_to_the_period() -> None:
     handle = hd.allocate(devices, {"parts": [{"memory_mib": 7680, "cores": 50}]}, metadata={"queue": "q"})
     uuid = handle.grants[0].uuid
     start = (int(handle.created_at // USAGE_BUCKET_SECONDS) + 1) * USAGE_BUCKET_SECONDS  # a bucket edge
-    reading = GrantReading(7680 * MIB, 3840 * MIB, 3840 * MIB, 0.4)
-    samples = split_sample(handle.id, uuid, start - 100, start + 200, reading)
+    reading = Level.of(GrantReading(7680 * MIB, 3840 * MIB, 3840 * MIB, 0.4))  # held: the same at both ends
+    samples = split_sample(handle.id, uuid, start - 100, start + 200, reading, reading)
     assert [s.bucket for s in samples] == [start - USAGE_BUCKET_SECONDS, start]
     assert [s.seconds for s in samples] == [100, 200]
     with ledger.transaction() as view:
         view.add_usage(samples)
-        view.add_usage(split_sample(handle.id, uuid, start + 200, start + 300, reading))  # summed per bucket
+        view.add_usage(split_sample(handle.id, uuid, start + 200, start + 300, reading, reading))  # summed per bucket
     whole = usage_report(ledger, start - USAGE_BUCKET_SECONDS, start + USAGE_BUCKET_SECONDS, "queue",
                          now=start + 300).rows[0]
     assert whole.sampled_hours == pytest.approx(400 / 3600)
@@ -75,6 +77,51 @@ def test_measured_use_is_split_by_bucket_and_prorated_to_the_period() -> None:
     assert whole.utilization_sampled_hours == pytest.approx(400 / 3600)
     half = usage_report(ledger, start, start + USAGE_BUCKET_SECONDS / 2, "queue", now=start + 300).rows[0]
     assert half.sampled_hours == pytest.approx(0.5 * 300 / 3600)  # half of the bucket, taken as even
+
+
+def _observed(handle: hd.DeviceHandle, at: float, used_mib: int, ratio: float | None) -> Snapshot:
+    """What an observer pass at ``at`` sees of one grant: the limiter's reading, nothing else."""
+    uuid = handle.grants[0].uuid
+    reading = GrantReading(7680 * MIB, used_mib * MIB, used_mib * MIB, ratio)
+    region = RegionReading(handle.id, f"{handle.grants[0].node}/nvidia", [], {uuid: reading})
+    return Snapshot(at, [], {}, [handle], [region], None, {LIMITER: Outcome(LIMITER, True, 0.0)})
+
+
+def test_used_usage_integrates_only_between_real_samples() -> None:
+    """Sampling starts two minutes after the grant, then every minute: the two minutes before are not
+    sampled (no back-fill), and each minute between two readings is the trapezoid of those readings."""
+    ledger = MemoryLedger()
+    devices = simulated(ledger, t4_node(1), isolation="none")
+    handle = hd.allocate(devices, {"parts": [{"memory_mib": 7680, "cores": 50}]}, metadata={"pod": "p"})
+    granted = handle.created_at
+    observer = Observer(ledger, max_gap_s=120)
+    for offset, used, ratio in [(120, 6000, None), (180, 6000, 0.5), (240, 3000, 0.3), (600, 3000, 0.3)]:
+        observer.observe(_observed(handle, granted + offset, used, ratio))
+    # 120 s -> 180 s: 6000 MiB held, utilization not measured at the first end; 180 s -> 240 s: 6000 -> 3000 MiB,
+    # 0.5 -> 0.3; 240 s -> 600 s is longer than max_gap_s: the observer was away, nothing is counted.
+    now = granted + 600
+    (row,) = usage_report(ledger, granted - 900, granted + 1800, "allocation", now=now).rows
+    assert row.group == handle.id
+    assert row.device_hours == pytest.approx(600 / 3600)
+    assert row.sampled_hours == pytest.approx(120 / 3600)
+    assert row.coverage == pytest.approx(120 / 600)
+    assert row.used_memory_share_hours == pytest.approx((6000 * 60 + 4500 * 60) / 15360 / 3600)
+    assert row.utilization_sampled_hours == pytest.approx(60 / 3600)
+    assert row.used_core_share_hours == pytest.approx(0.4 * 60 / 3600)
+    (by_pod,) = usage_report(ledger, granted - 900, granted + 1800, "pod", now=now).rows
+    assert by_pod.group == "p" and by_pod.sampled_hours == row.sampled_hours
+
+
+def test_usage_groups_by_namespace_and_pod() -> None:
+    ledger = MemoryLedger()
+    devices = simulated(ledger, t4_node(1), isolation="none")
+    for meta in ({"namespace": "prod", "pod": "web-0"}, {"namespace": "prod", "pod": "web-1"}, {"pod": "solo"}, {}):
+        hd.allocate(devices, {"parts": [{"memory_mib": 1024, "cores": 10}]}, metadata=meta)
+    now = time.time()
+    by_ns = {r.group: r.allocations for r in usage_report(ledger, 0, now + 60, "namespace", now=now).rows}
+    assert by_ns == {"prod": 2, "(none)": 2}
+    by_pod = {r.group for r in usage_report(ledger, 0, now + 60, "pod", now=now).rows}
+    assert by_pod == {"prod/web-0", "prod/web-1", "solo", "(none)"}
 
 
 def test_usage_and_events_cli_on_a_sqlite_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

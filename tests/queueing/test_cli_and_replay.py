@@ -80,7 +80,7 @@ def test_check_and_bad_queue_file(capsys: pytest.CaptureFixture[str], tmp_path: 
     bad.write_text("queues:\n  - name: a\n    guarantee: {gpus: 2}\n")
     assert main(["queues", "check", "--queues", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: queues.0.guarantee.gpus: unknown resource" in err
+    assert f"{bad}:3: queues.0.guarantee.gpus: unknown resource" in err  # the file, its line, the field
 
 
 def test_replay_finishes_tasks_after_their_duration_and_measures_waits() -> None:

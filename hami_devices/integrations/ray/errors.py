@@ -1,19 +1,22 @@
 """Why a Ray task got no share, in a form that survives Ray's error wrapping.
 
-Ray hands a failed runtime-env set-up to the driver as text (``RuntimeEnvSetupError``),
-so the refusal's reason codes travel as one marker line that ``refusal(exc)`` reads back.
+Ray hands a failed runtime-env set-up to the driver as text (``RuntimeEnvSetupError``): the
+exception formatted with its traceback.  A refusal is an answer, not a crash, so it reaches the
+driver as one line -- the reason, then its codes as a marker that ``refusal(exc)`` reads back --
+while the agent's log keeps the traceback.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from types import TracebackType
 from typing import Any
 
 from hami_devices.errors import HamiError, InsufficientResources
 
 MARKER = "hami-refusal: "
-_MARKER_LINE = re.compile(re.escape(MARKER) + r"(\{.*\})")
+_MARKER_LINE = re.compile(re.escape(MARKER) + r"(\{.*\})")  # greedy within its line: the whole JSON object
 
 
 class ShareRefused(InsufficientResources):
@@ -27,6 +30,7 @@ class ShareRefused(InsufficientResources):
             cause.reasons,
             permanent=cause.permanent,
             nearest=cause.nearest,
+            unmatched=cause.unmatched,
         )
 
     def _text(self) -> str:
@@ -37,7 +41,17 @@ class ShareRefused(InsufficientResources):
             "node": getattr(self, "node", None),
             "share": getattr(self, "share", None),
         }
-        return f"{super()._text()}\n{MARKER}{json.dumps(detail, sort_keys=True)}"
+        return f"{super()._text()} [{MARKER}{json.dumps(detail, sort_keys=True)}]"
+
+    @property
+    def __traceback__(self) -> None:
+        """None to whoever formats the refusal as Ray's agent does (``format_exception(type(e), e,
+        e.__traceback__)``), so the driver reads one line; ``sys.exc_info()`` and logging still have it."""
+        return None
+
+    @__traceback__.setter
+    def __traceback__(self, value: TracebackType | None) -> None:
+        BaseException.with_traceback(self, value)
 
 
 class ShareMissing(HamiError):

@@ -62,7 +62,7 @@ def reap(ledger: Ledger, adapters: Mapping[str, VendorAdapter], logger: logging.
         if owner is None or alive(owner):
             continue
         try:
-            release_from(ledger, handle.id, adapters)
+            release_from(ledger, handle.id, adapters, ended=True)  # its agent is gone: nothing else will
         except UnknownAllocation:
             continue  # another agent reaped it first
         logger.info("hami: released share %s of a runtime-env agent that is gone", handle.id)

@@ -83,7 +83,7 @@ class HamiPlugin(RuntimeEnvPlugin):
                 # Ray frees a task's resources before its worker exits and the share is released:
                 # a refusal that may clear is retried for a moment before it fails the task.
                 if exc.permanent or time.monotonic() >= deadline:
-                    raise ShareRefused(exc, node=self._node_name(), share=share) from exc
+                    raise ShareRefused(exc, node=self._node_name(), share=share) from None  # its reasons are in it
             await asyncio.sleep(RETRY_S)
         logger.info("hami: granted %s: %s", handle.id, [g.model_dump(mode="json") for g in handle.grants])
         return EVICT_AT_ONCE
@@ -106,7 +106,8 @@ class HamiPlugin(RuntimeEnvPlugin):
     def delete_uri(self, uri: str, logger: logging.Logger) -> float:
         share = self._handle_id(uri)
         try:
-            release_from(self._ledger, share, self._adapters())
+            # Ray drops a URI once no worker uses it: a process left behind is revoked, not left holding the share
+            release_from(self._ledger, share, self._adapters(), ended=True)
             logger.info("hami: released %s", share)
         except UnknownAllocation:
             logger.warning("hami: %s was already released", share)

@@ -42,6 +42,7 @@ from hami_devices.kubernetes.dra.claims import Claim, Constraint, parse_claim
 from hami_devices.kubernetes.dra.classes import class_specs, selectors_of
 from hami_devices.kubernetes.dra.counters import Counters
 from hami_devices.kubernetes.dra.narrowing import Narrowing, Option, _consumption, _Devices
+from hami_devices.kubernetes.dra.nomatch import why_no_device
 from hami_devices.kubernetes.dra.results import grants_of
 from hami_devices.models import ResourceRequest
 from hami_devices.registry import VendorRegistry, load_vendors
@@ -173,9 +174,10 @@ class DraAllocator(Narrowing, Counters):
         per_request = [self._options(claim, r.alternatives) for r in claim.requests]
         for wanted, options in zip(claim.requests, per_request, strict=True):
             if not options:
+                sub = wanted.alternatives[0]
+                why = why_no_device(sub, self.classes, self.catalog.env, self._ours, claim.label)
                 raise InsufficientResources(
-                    f"claim {claim.label}: request {wanted.name}: no published device matches its class, "
-                    "selectors and capacity",
+                    f"claim {claim.label}: request {wanted.name}: {why}",
                     {f"requests.{wanted.name}": []},
                     permanent=True,
                 )
@@ -205,6 +207,7 @@ class DraAllocator(Narrowing, Counters):
             refusal.reasons,
             permanent=refusal.permanent,
             nearest=refusal.nearest,
+            unmatched=refusal.unmatched,
         )
 
     def _place(

@@ -234,7 +234,8 @@ class NodePlugin:
         with self._claim_lock(claim_uid):
             try:
                 with self._ledger_turn():
-                    release_from(self.ledger, names.handle_id(claim_uid), self._adapters)
+                    # the kubelet unprepares a claim once its pod's containers are gone: revoke what lingers
+                    release_from(self.ledger, names.handle_id(claim_uid), self._adapters, ended=True)
                 released = True
             except UnknownAllocation:
                 released = False

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from hami_devices.errors import HamiError, InvalidRequest
+from hami_devices.errors import CannotListen, HamiError, InvalidRequest
 from hami_devices.kubernetes.extender import wire
 from hami_devices.kubernetes.extender.core import Extender
 from hami_devices.kubernetes.extender.deadline import Deadline
@@ -70,7 +70,11 @@ class ExtenderServer(ThreadingHTTPServer):
         self.settings = settings
         self.pool = ThreadPoolExecutor(max_workers=settings.workers, thread_name_prefix="extender")
         self._stop = threading.Event()
-        super().__init__((settings.host, settings.port), _Handler)
+        try:
+            super().__init__((settings.host, settings.port), _Handler)
+        except OSError as exc:
+            self.pool.shutdown(wait=False)
+            raise CannotListen(settings.host, settings.port, exc) from None
 
     @property
     def url(self) -> str:

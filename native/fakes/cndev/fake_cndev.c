@@ -12,7 +12,11 @@
  * numa, cores, util, temp, power (W), mlulink_ports, mlulink_active (bit
  * mask of active ports), smlu (1: sMLU mode on), smlu_profile
  * ("quota,memory_mib", repeatable) and smlu_instance (index of one of this
- * device's smlu_profile lines, repeatable): what exists before the first run.
+ * device's smlu_profile lines, repeatable): what exists before the first run;
+ * the fields a monitoring agent reads (absent: CNDEV_ERROR_NOT_SUPPORTED):
+ * clocks = <MLU MHz> <memory MHz>, ecc = <corrected> <uncorrected>,
+ * pcie = <bytes read> <bytes written> (in the last 20 ms), memory_temp
+ * (default: the chip's temperature minus 3).
  *
  * State file lines, rewritten under an exclusive flock on every change:
  *   profile <device> <profile_id> <quota> <memory_bytes>
@@ -46,6 +50,10 @@ struct mlu {
     int health, driver_state, numa, cores, util, temp, power;
     int mlulink_ports;
     unsigned int mlulink_active;
+    int has_clocks, has_ecc, has_pcie, has_memory_temp;
+    int board_mhz, ddr_mhz, memory_temp;
+    unsigned long long ecc_corrected, ecc_uncorrected;
+    long long pcie_read, pcie_write;
     int smlu;
     unsigned int seed_quota[MAX_SEED];
     unsigned long long seed_memory_mib[MAX_SEED];
@@ -110,6 +118,13 @@ static void set_field(struct mlu *m, const char *key, const char *value) {
     else if (!strcmp(key, "mlulink_ports")) m->mlulink_ports = (int)n;
     else if (!strcmp(key, "mlulink_active")) m->mlulink_active = (unsigned int)n;
     else if (!strcmp(key, "smlu")) m->smlu = (int)n;
+    else if (!strcmp(key, "clocks")) m->has_clocks = sscanf(value, "%d %d", &m->board_mhz, &m->ddr_mhz) == 2;
+    else if (!strcmp(key, "ecc")) m->has_ecc = sscanf(value, "%llu %llu", &m->ecc_corrected, &m->ecc_uncorrected) == 2;
+    else if (!strcmp(key, "pcie")) m->has_pcie = sscanf(value, "%lld %lld", &m->pcie_read, &m->pcie_write) == 2;
+    else if (!strcmp(key, "memory_temp")) {
+        m->memory_temp = (int)n;
+        m->has_memory_temp = 1;
+    }
     else if (!strcmp(key, "smlu_profile") && m->seed_profiles < MAX_SEED) {
         unsigned int quota = 0;
         unsigned long long memory = 0;
@@ -441,7 +456,7 @@ cndevRet_t cndevGetTemperatureInfo(cndevTemperatureInfo_t *tempInfo, cndevDevice
     tempInfo->version = version;
     tempInfo->board = m->temp - 5;
     tempInfo->chip = m->temp;
-    tempInfo->memory = m->temp - 3;
+    tempInfo->memory = m->has_memory_temp ? m->memory_temp : m->temp - 3;
     LEAVE(CNDEV_SUCCESS);
 }
 
@@ -456,6 +471,44 @@ cndevRet_t cndevGetPowerInfo(cndevPowerInfo_t *powerInfo, cndevDevice_t device) 
     powerInfo->cap = 250;
     powerInfo->thermalDesignPower = 250;
     powerInfo->instantaneousPowerUsage = (uint16_t)m->power;
+    LEAVE(CNDEV_SUCCESS);
+}
+
+cndevRet_t cndevGetFrequencyInfo(cndevFrequencyInfo_t *freqInfo, cndevDevice_t device) {
+    if (freqInfo == NULL) return CNDEV_ERROR_INVALID_ARGUMENT;
+    ENTER(device, m);
+    CHECK_VERSION(freqInfo);
+    if (!m->has_clocks) LEAVE(CNDEV_ERROR_NOT_SUPPORTED);
+    int version = freqInfo->version;
+    memset(freqInfo, 0, sizeof *freqInfo);
+    freqInfo->version = version;
+    freqInfo->boardFreq = freqInfo->boardDefaultFreq = m->board_mhz;
+    freqInfo->ddrFreq = m->ddr_mhz;
+    freqInfo->boardFreqArange[0] = freqInfo->boardFreqArange[1] = m->board_mhz;
+    LEAVE(CNDEV_SUCCESS);
+}
+
+cndevRet_t cndevGetECCInfo(cndevECCInfo_t *eccInfo, cndevDevice_t device) {
+    if (eccInfo == NULL) return CNDEV_ERROR_INVALID_ARGUMENT;
+    ENTER(device, m);
+    CHECK_VERSION(eccInfo);
+    if (!m->has_ecc) LEAVE(CNDEV_ERROR_NOT_SUPPORTED);
+    int version = eccInfo->version;
+    memset(eccInfo, 0, sizeof *eccInfo);
+    eccInfo->version = version;
+    eccInfo->oneBitError = eccInfo->correctedError = m->ecc_corrected;
+    eccInfo->multipleError = eccInfo->uncorrectedError = m->ecc_uncorrected;
+    eccInfo->totalError = m->ecc_corrected + m->ecc_uncorrected;
+    LEAVE(CNDEV_SUCCESS);
+}
+
+cndevRet_t cndevGetPCIethroughput(cndevPCIethroughput_t *pciethroughput, cndevDevice_t device) {
+    if (pciethroughput == NULL) return CNDEV_ERROR_INVALID_ARGUMENT;
+    ENTER(device, m);
+    CHECK_VERSION(pciethroughput);
+    if (!m->has_pcie) LEAVE(CNDEV_ERROR_NOT_SUPPORTED);
+    pciethroughput->pcieRead = m->pcie_read;
+    pciethroughput->pcieWrite = m->pcie_write;
     LEAVE(CNDEV_SUCCESS);
 }
 

@@ -12,7 +12,11 @@
  * hbm_used_mb (hbm_mb=0: the chip has no HBM), ddr_mb, ddr_used_mb, health
  * (0 ok, 1 minor, 2 major, 3 critical), errorcode (repeatable), aicore_util,
  * aicpu_util, hbm_util, temp, power (0.1 W units), vnpu (a template name,
- * repeatable: vNPUs present before the first run).
+ * repeatable: vNPUs present before the first run); the fields a monitoring
+ * agent reads (absent: DCMI_ERR_CODE_NOT_SUPPORT): aicore_mhz (the AI Core's
+ * current frequency), hbm_mhz, hbm_temp, and ecc = <single-bit> <double-bit>
+ * <single-bit isolated pages> <double-bit isolated pages> (HBM, or DDR on a
+ * chip without HBM).
  *
  * The vNPU state file holds one "vnpu <card> <device> <vdev_id> <template>"
  * line per instance.  Every create/destroy reads and rewrites it under an
@@ -47,6 +51,9 @@ struct chip {
     int error_count;
     unsigned int aicore_util, aicpu_util, hbm_util;
     int temp, power;
+    unsigned int aicore_mhz, hbm_mhz;
+    int hbm_temp, has_hbm_temp, has_ecc;
+    unsigned int ecc_single, ecc_double, ecc_single_pages, ecc_double_pages;
     char seed_vnpus[DCMI_SOC_SPLIT_MAX][NAME_LEN];
     int seed_count;
 };
@@ -126,6 +133,14 @@ static void set_field(struct chip *c, const char *key, const char *value) {
     else if (!strcmp(key, "hbm_util")) c->hbm_util = (unsigned int)n;
     else if (!strcmp(key, "temp")) c->temp = (int)n;
     else if (!strcmp(key, "power")) c->power = (int)n;
+    else if (!strcmp(key, "aicore_mhz")) c->aicore_mhz = (unsigned int)n;
+    else if (!strcmp(key, "hbm_mhz")) c->hbm_mhz = (unsigned int)n;
+    else if (!strcmp(key, "hbm_temp")) {
+        c->hbm_temp = (int)strtol(value, NULL, 0);
+        c->has_hbm_temp = 1;
+    } else if (!strcmp(key, "ecc"))
+        c->has_ecc = sscanf(value, "%u %u %u %u", &c->ecc_single, &c->ecc_double, &c->ecc_single_pages,
+                            &c->ecc_double_pages) == 4;
     else if (!strcmp(key, "vnpu")) {
         if (c->seed_count < DCMI_SOC_SPLIT_MAX) copy_text(c->seed_vnpus[c->seed_count++], NAME_LEN, value);
     }
@@ -364,9 +379,9 @@ int dcmi_get_device_hbm_info(int card_id, int device_id, struct dcmi_hbm_info *h
     if (c->hbm_mb == 0) LEAVE(DCMI_ERR_CODE_NOT_SUPPORT);
     memset(hbm_info, 0, sizeof *hbm_info);
     hbm_info->memory_size = c->hbm_mb;
-    hbm_info->freq = 1600;
+    hbm_info->freq = c->hbm_mhz ? c->hbm_mhz : 1600;
     hbm_info->memory_usage = c->hbm_used_mb;
-    hbm_info->temp = c->temp;
+    hbm_info->temp = c->has_hbm_temp ? c->hbm_temp : c->temp;
     hbm_info->bandwith_util_rate = c->hbm_util;
     LEAVE(DCMI_OK);
 }
@@ -431,6 +446,31 @@ int dcmi_get_device_power_info(int card_id, int device_id, int *power) {
     ENTER_CHIP(card_id, device_id, c);
     if (c->power < 0) LEAVE(DCMI_ERR_CODE_NOT_SUPPORT);
     *power = c->power;
+    LEAVE(DCMI_OK);
+}
+
+int dcmi_get_device_frequency(int card_id, int device_id, int input_type, unsigned int *frequency) {
+    if (frequency == NULL) return DCMI_ERR_CODE_INVALID_PARAMETER;
+    ENTER_CHIP(card_id, device_id, c);
+    unsigned int mhz = input_type == DCMI_FREQ_AICORE_CURRENT ? c->aicore_mhz
+                       : input_type == DCMI_FREQ_HBM && c->hbm_mb ? c->hbm_mhz
+                                                                  : 0;
+    if (mhz == 0) LEAVE(DCMI_ERR_CODE_NOT_SUPPORT);
+    *frequency = mhz;
+    LEAVE(DCMI_OK);
+}
+
+int dcmi_get_device_ecc_info(int card_id, int device_id, int input_type, struct dcmi_ecc_info *info) {
+    if (info == NULL) return DCMI_ERR_CODE_INVALID_PARAMETER;
+    ENTER_CHIP(card_id, device_id, c);
+    int kind = c->hbm_mb ? DCMI_DEVICE_TYPE_HBM : DCMI_DEVICE_TYPE_DDR; /* the chip's device memory */
+    if (!c->has_ecc || input_type != kind) LEAVE(DCMI_ERR_CODE_NOT_SUPPORT);
+    /* only the fields this header declares: a caller built against an older one has no room for more */
+    info->enable_flag = 1;
+    info->single_bit_error_cnt = info->total_single_bit_error_cnt = c->ecc_single;
+    info->double_bit_error_cnt = info->total_double_bit_error_cnt = c->ecc_double;
+    info->single_bit_isolated_pages_cnt = c->ecc_single_pages;
+    info->double_bit_isolated_pages_cnt = c->ecc_double_pages;
     LEAVE(DCMI_OK);
 }
 

@@ -26,6 +26,8 @@
  *   unsupported = power temp util numa memory_v2 processes procutil   (these return NOT_SUPPORTED;
  *                                     procutil = nvmlDeviceGetProcessUtilization)
  *   lost = 1                          (every query but name/uuid/PCI returns GPU_IS_LOST)
+ *   (monitoring fields -- clocks, PCIe, ECC, retired pages, remapped rows, energy, memory temperature,
+ *   codec utilization, XID events, GPM tensor activity -- are keys of fake_nvml_fields.c, listed there)
  *   mig_refuse = <nvml code>          (instance creation returns this code)
  *
  * Without a fixture, $HAMI_FAKE_GPU_STATE naming an existing fake-GPU state file gives one default
@@ -56,10 +58,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_nvml.h"
 #include "hami_fake_gpu.h"
-#include "hami_nvml_api.h"
-
-#define API __attribute__((visibility("default")))
 
 #define MAX_GPUS 16
 #define MAX_PROFILES 16
@@ -292,6 +292,7 @@ static int load_fixture(void) {
     fake_gpu *g = NULL;
     g_ngpus = 0;
     g_nprofiles = 0;
+    hami_fake_nvml_fields_reset();
     /* GI lines are applied after the profiles are known. */
     static char pending_gi[MAX_GPUS][MAX_GI][32];
     memset(pending_gi, 0, sizeof pending_gi);
@@ -338,6 +339,7 @@ static int load_fixture(void) {
         else if (!strcmp(key, "lost")) g->lost = atoi(value);
         else if (!strcmp(key, "mig_refuse")) g->mig_refuse = atoi(value);
         else if (!strcmp(key, "unsupported")) set_unsupported(g, value);
+        else if (hami_fake_nvml_field(g->index, key, value)) continue;
         else if (!strcmp(key, "proc") && g->nprocs < MAX_PROCS) {
             sscanf(value, "%u %llu", &g->proc_pid[g->nprocs], &g->proc_mib[g->nprocs]);
             g->nprocs++;
@@ -506,6 +508,19 @@ static nvmlReturn_t live_gpu(nvmlDevice_t device, fake_gpu **out) {
     if (g->lost) return NVML_ERROR_GPU_IS_LOST;
     *out = g;
     return NVML_SUCCESS;
+}
+
+nvmlReturn_t hami_fake_nvml_gpu(nvmlDevice_t device, unsigned int *index, unsigned int *power_mw) {
+    fake_gpu *g;
+    nvmlReturn_t r = live_gpu(device, &g);
+    if (r) return r;
+    *index = g->index;
+    *power_mw = g->no_power ? 0 : g->power_mw;
+    return NVML_SUCCESS;
+}
+
+nvmlDevice_t hami_fake_nvml_handle(unsigned int index) {
+    return index < g_ngpus ? (nvmlDevice_t)&g_gpus[index] : NULL;
 }
 
 /* ------------------------------------------------------------------ init */

@@ -149,6 +149,8 @@ def test_a_share_the_node_cannot_grant_fails_with_reason_codes(ray_node: RayNode
         assert "CardInsufficientMemory" in refused["codes"]  # the device's reason (and the node's)
         assert refused["permanent"] is False
         assert refused["share"] in str(failed.value) and "CardInsufficientMemory" in str(failed.value)
+        reason = [line for line in str(failed.value).splitlines() if "ShareRefused" in line or "Traceback" in line]
+        assert len(reason) == 1 and "CardInsufficientMemory" in reason[0]  # one line, no traceback
     finally:
         hd.release(outside)
     assert ray_node.ledger.handles() == []

@@ -12,6 +12,7 @@ import logging
 import subprocess
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 import pytest
@@ -205,6 +206,22 @@ def test_the_plugin_refuses_with_the_engines_reason_codes(node_env: Path) -> Non
     assert hray.refusal(str(refused.value)) == hray.refusal(refused.value)
     assert hray.refusal(refused.value)["node"] == "n2"  # type: ignore[index]
     assert hd.SqliteLedger(node_env).handles() == []
+
+
+def test_a_refusal_reaches_the_driver_as_one_readable_line(node_env: Path) -> None:
+    """Ray's agent sends the driver the exception formatted with its traceback: a refusal is one line, the
+    reason first, its codes after it for ``refusal()``."""
+    plugin = HamiPlugin()
+    runtime_env = {"hami": {"memory_mib": 999_999, "models": ["L4"], "grant_timeout_s": 0}}
+    (uri,) = plugin.get_uris(runtime_env)
+    with pytest.raises(ShareRefused) as refused:
+        asyncio.run(plugin.create(uri, runtime_env, RuntimeEnvContext(), LOG))
+    error = refused.value
+    (line,) = "".join(traceback.format_exception(type(error), error, error.__traceback__)).splitlines()
+    assert line.startswith("hami_devices.integrations.ray.errors.ShareRefused: hami: the share ")
+    assert line.index("no L4 with") < line.index("CardInsufficientMemory") < line.index("hami-refusal: ")
+    assert hray.refusal(line) == hray.refusal(error)
+    assert refused.tb is not None  # the traceback is still there for logs and debuggers
 
 
 def codes_of(error: BaseException) -> set[str]:

@@ -63,3 +63,32 @@ def test_errors_are_reported_by_name(tmp_path: Path, capsys: pytest.CaptureFixtu
     bad.write_text("apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: x}\nspec: {devices: {}}\n")
     assert main(["dra", "allocate", "--slices", str(bad), "--claim", str(bad)]) == 2
     assert "spec.devices.requests" in capsys.readouterr().err
+
+
+def _claim(tmp_path: Path, name: str, request: dict[str, object]) -> Path:
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "uid": name},
+             "spec": {"devices": {"requests": [{"name": "g", "exactly": request}]}}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(claim))
+    return path
+
+
+def test_a_selector_that_matches_nothing_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dra", "publish", "--inventory", str(INVENTORY)]) == 0
+    slices = tmp_path / "slices.yaml"
+    slices.write_text(capsys.readouterr().out)
+    b200 = 'device.attributes["hami-devices.io"].model == "B200"'
+    nothing = _claim(tmp_path, "b200", {"deviceClassName": "gpu.hami-devices.io", "selectors": [{"cel": {
+        "expression": b200}}]})
+    assert main(["dra", "allocate", "--slices", str(slices), "--claim", str(nothing)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"request g: the request CEL selector {b200!r} matches no published device" in line
+    assert "Mismatch" not in line  # no device-by-device noise for a selector that selects nothing
+    t4 = 'device.attributes["hami-devices.io"].model == "T4"'
+    huge = _claim(tmp_path, "huge", {"deviceClassName": "gpu.hami-devices.io", "selectors": [{"cel": {
+        "expression": t4}}], "capacity": {"requests": {"memory": "1Ti"}}})
+    assert main(["dra", "allocate", "--slices", str(slices), "--claim", str(huge)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    # the selected T4s decide; the devices the selector left out come last, as such
+    assert "no placement for default/huge: no whole selected device (of 3) with 1024 GiB free; " in line
+    assert line.index("CardInsufficientMemory") < line.index("not what was asked: CardUuidMismatch")

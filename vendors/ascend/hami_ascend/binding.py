@@ -51,6 +51,16 @@ struct dcmi_pcie_info_all {
 struct dcmi_die_id {
     unsigned int soc_die[5];
 };
+struct dcmi_ecc_info {
+    int enable_flag;
+    unsigned int single_bit_error_cnt;
+    unsigned int double_bit_error_cnt;
+    unsigned int total_single_bit_error_cnt;
+    unsigned int total_double_bit_error_cnt;
+    unsigned int single_bit_isolated_pages_cnt;
+    unsigned int double_bit_isolated_pages_cnt;
+    unsigned int reserved[8];
+};
 struct dcmi_hbm_info {
     unsigned long long memory_size;
     unsigned int freq;
@@ -167,6 +177,8 @@ int dcmi_get_device_errorcode_v2(int card_id, int device_id, int *error_count, u
 int dcmi_get_device_utilization_rate(int card_id, int device_id, int input_type, unsigned int *utilization_rate);
 int dcmi_get_device_temperature(int card_id, int device_id, int *temperature);
 int dcmi_get_device_power_info(int card_id, int device_id, int *power);
+int dcmi_get_device_frequency(int card_id, int device_id, int input_type, unsigned int *frequency);
+int dcmi_get_device_ecc_info(int card_id, int device_id, int input_type, struct dcmi_ecc_info *device_ecc_info);
 int dcmi_get_device_info(int card_id, int device_id, int main_cmd, unsigned int sub_cmd, void *buf,
                          unsigned int *size);
 int dcmi_create_vdevice(int card_id, int device_id, struct dcmi_create_vdev_res_stru *vdev,
@@ -201,6 +213,9 @@ NOT_SUPPORTED = (-8255, -8013)
 UTIL_AICORE = 2
 UTIL_AICPU = 3
 UTIL_HBM = 6
+FREQ_AICORE_CURRENT = 7  # enum dcmi_freq_type
+DEVICE_TYPE_DDR = 0  # enum dcmi_device_type: which memory's ECC
+DEVICE_TYPE_HBM = 2
 DIE_NDIE = 0
 MAIN_CMD_VDEV_MNG = 52
 VMNG_GET_VDEV_RESOURCE = 0
@@ -230,6 +245,21 @@ class MemoryReading:
     total_mb: int
     used_mb: int
     kind: str  # "hbm" or "ddr"
+
+
+@dataclass(frozen=True)
+class HbmReading:
+    clock_mhz: int
+    temperature_c: int
+    bandwidth_util_pct: int
+
+
+@dataclass(frozen=True)
+class EccReading:
+    corrected: int  # single-bit
+    uncorrected: int  # double-bit
+    isolated_pages_single_bit: int
+    isolated_pages_double_bit: int
 
 
 @dataclass(frozen=True)
@@ -339,6 +369,27 @@ class Dcmi:
         out = ffi.new("int *")
         self._call("dcmi_get_device_power_info", card, device, out)
         return int(out[0]) / 10.0
+
+    def aicore_mhz(self, card: int, device: int) -> int:
+        out = ffi.new("unsigned int *")
+        self._call("dcmi_get_device_frequency", card, device, FREQ_AICORE_CURRENT, out)
+        return int(out[0])
+
+    def hbm(self, card: int, device: int) -> HbmReading:
+        """The chip's HBM: clock, temperature, bandwidth use (``VendorLibraryError`` on a chip without)."""
+        hbm = ffi.new("struct dcmi_hbm_info *")
+        self._call("dcmi_get_device_hbm_info", card, device, hbm)
+        return HbmReading(int(hbm.freq), int(hbm.temp), int(hbm.bandwith_util_rate))
+
+    def ecc(self, card: int, device: int, memory_kind: str) -> EccReading:
+        """ECC counts of the chip's device memory (``memory_kind``: "hbm" or "ddr") since the driver loaded."""
+        info = ffi.new("struct dcmi_ecc_info *")
+        kind = DEVICE_TYPE_HBM if memory_kind == "hbm" else DEVICE_TYPE_DDR
+        self._call("dcmi_get_device_ecc_info", card, device, kind, info)
+        return EccReading(
+            int(info.total_single_bit_error_cnt), int(info.total_double_bit_error_cnt),
+            int(info.single_bit_isolated_pages_cnt), int(info.double_bit_isolated_pages_cnt),
+        )
 
     # -- vNPUs -----------------------------------------------------------------
     def vnpu_ids(self, card: int, device: int) -> list[int]:

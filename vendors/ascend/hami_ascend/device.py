@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hami_ascend.binding import UTIL_AICORE, UTIL_AICPU, Dcmi
 from hami_devices.device import Device, DeviceReadings
 from hami_devices.errors import VendorLibraryError
-from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue
+from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue, fields
 
 if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
@@ -71,5 +71,30 @@ class AscendDevice(Device):
             temperature_c=_metric(lambda: self.dcmi.temperature(card, dev)),
             power_w=_metric(lambda: self.dcmi.power_watts(card, dev)),
             health=health,
-            extra={"aicpu_utilization_pct": _metric(lambda: self.dcmi.utilization(card, dev, UTIL_AICPU))},
+            extra={"aicpu_utilization_pct": _metric(lambda: self.dcmi.utilization(card, dev, UTIL_AICPU)),
+                   **self._fields()},
         )
+
+    def _fields(self) -> dict[str, MetricValue]:
+        """What DCMI reports besides the common readings; a field it cannot give is left out."""
+        card, dev = self.location.card, self.location.device
+        out: dict[str, MetricValue] = {fields.SM_CLOCK_MHZ: _metric(lambda: self.dcmi.aicore_mhz(card, dev))}
+        if self.info.attributes.get("memory_kind") == "hbm":
+            try:
+                hbm = self.dcmi.hbm(card, dev)
+            except VendorLibraryError:
+                pass
+            else:
+                out[fields.MEMORY_CLOCK_MHZ] = float(hbm.clock_mhz)
+                out[fields.MEMORY_TEMPERATURE_C] = float(hbm.temperature_c)
+                out[fields.MEMORY_UTILIZATION_PCT] = float(hbm.bandwidth_util_pct)
+        try:
+            ecc = self.dcmi.ecc(card, dev, self.info.attributes.get("memory_kind", "hbm"))
+        except VendorLibraryError:
+            pass
+        else:
+            out[fields.ECC_CORRECTED_ERRORS] = float(ecc.corrected)
+            out[fields.ECC_UNCORRECTED_ERRORS] = float(ecc.uncorrected)
+            out[fields.RETIRED_PAGES_SINGLE_BIT] = float(ecc.isolated_pages_single_bit)
+            out[fields.RETIRED_PAGES_DOUBLE_BIT] = float(ecc.isolated_pages_double_bit)
+        return {k: v for k, v in out.items() if v != NOT_AVAILABLE}

@@ -20,6 +20,11 @@ LAYOUTS: dict[str, tuple[int, dict[str, int]]] = {
          "reserve": 32},
     ),
     "struct dcmi_die_id": (20, {"soc_die": 0}),
+    "struct dcmi_ecc_info": (
+        60,
+        {"enable_flag": 0, "single_bit_error_cnt": 4, "double_bit_error_cnt": 8, "total_single_bit_error_cnt": 12,
+         "total_double_bit_error_cnt": 16, "single_bit_isolated_pages_cnt": 20, "double_bit_isolated_pages_cnt": 24},
+    ),
     "struct dcmi_hbm_info": (
         32, {"memory_size": 0, "freq": 8, "memory_usage": 16, "temp": 24, "bandwith_util_rate": 28}
     ),

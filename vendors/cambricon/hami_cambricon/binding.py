@@ -111,6 +111,41 @@ typedef struct {
     uint64_t memorySize[2];
 } cndevSMluProfileInfo_t;
 
+/* MHz; later drivers append fields after boardFreqArange */
+typedef struct {
+    int version;
+    int boardFreq;          /* the MLU's (IPU) operating frequency */
+    int ddrFreq;            /* its memory's */
+    uint8_t overtempDfsFlag;
+    uint8_t fastDfsFlag;
+    uint16_t mluClusterFreqCount;
+    uint16_t mluClusterFreq[20];
+    int boardDefaultFreq;
+    int boardFreqArange[2];
+} cndevFrequencyInfo_t;
+
+/* counts since the driver loaded */
+typedef struct {
+    int version;
+    uint64_t oneBitError;
+    uint64_t multipleOneError;
+    uint64_t multipleError;
+    uint64_t multipleMultipleError;
+    uint64_t correctedError;
+    uint64_t uncorrectedError;
+    uint64_t totalError;
+    uint64_t addressForbiddenError;
+} cndevECCInfo_t;
+
+/* bytes moved over PCIe in the last 20 ms */
+typedef struct {
+    int version;
+    int64_t pcieRead;
+    int64_t pcieWrite;
+} cndevPCIethroughput_t;
+cndevRet_t cndevGetFrequencyInfo(cndevFrequencyInfo_t *freqInfo, cndevDevice_t device);
+cndevRet_t cndevGetECCInfo(cndevECCInfo_t *eccInfo, cndevDevice_t device);
+cndevRet_t cndevGetPCIethroughput(cndevPCIethroughput_t *pciethroughput, cndevDevice_t device);
 cndevRet_t cndevInit(int reserved);
 cndevRet_t cndevRelease(void);
 const char *cndevGetErrorString(cndevRet_t errorId);
@@ -298,6 +333,29 @@ class Cndev:
         info = self._new("cndevPowerInfo_t")
         self._call("cndevGetPowerInfo", info, device)
         return float(info.usage)
+
+    def memory_temperature(self, device: int) -> int:
+        info = self._new("cndevTemperatureInfo_t")
+        self._call("cndevGetTemperatureInfo", info, device)
+        return int(info.memory)
+
+    def clocks_mhz(self, device: int) -> tuple[int, int]:
+        """(the MLU's operating frequency, its memory's)."""
+        info = self._new("cndevFrequencyInfo_t")
+        self._call("cndevGetFrequencyInfo", info, device)
+        return int(info.boardFreq), int(info.ddrFreq)
+
+    def ecc(self, device: int) -> tuple[int, int]:
+        """(corrected, uncorrected) ECC errors since the driver loaded."""
+        info = self._new("cndevECCInfo_t")
+        self._call("cndevGetECCInfo", info, device)
+        return int(info.correctedError), int(info.uncorrectedError)
+
+    def pcie_bytes_per_s(self, device: int) -> tuple[float, float]:
+        """(read, written) over PCIe: CNDev counts bytes in the last 20 ms."""
+        info = self._new("cndevPCIethroughput_t")
+        self._call("cndevGetPCIethroughput", info, device)
+        return int(info.pcieRead) * 50.0, int(info.pcieWrite) * 50.0
 
     # -- sMLU --------------------------------------------------------------------
     def smlu_enabled(self, device: int) -> bool:

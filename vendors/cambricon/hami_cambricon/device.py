@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from hami_cambricon.binding import Cndev
 from hami_devices.device import Device, DeviceReadings
 from hami_devices.errors import VendorLibraryError
-from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue
+from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue, fields
 
 if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
@@ -44,4 +44,20 @@ class CambriconDevice(Device):
             temperature_c=_metric(lambda: self.cndev.temperature(handle)),
             power_w=_metric(lambda: self.cndev.power_watts(handle)),
             health=health,
+            extra=self._fields(),
         )
+
+    def _fields(self) -> dict[str, MetricValue]:
+        """What CNDev reports besides the common readings; a field it cannot give is left out.  CNDev's PCIe
+        "read" is what the MLU received, its "write" what it sent."""
+        handle, cndev = self.handle, self.cndev
+        out: dict[str, MetricValue] = {
+            fields.SM_CLOCK_MHZ: _metric(lambda: cndev.clocks_mhz(handle)[0]),
+            fields.MEMORY_CLOCK_MHZ: _metric(lambda: cndev.clocks_mhz(handle)[1]),
+            fields.ECC_CORRECTED_ERRORS: _metric(lambda: cndev.ecc(handle)[0]),
+            fields.ECC_UNCORRECTED_ERRORS: _metric(lambda: cndev.ecc(handle)[1]),
+            fields.PCIE_RX_BYTES_PER_S: _metric(lambda: cndev.pcie_bytes_per_s(handle)[0]),
+            fields.PCIE_TX_BYTES_PER_S: _metric(lambda: cndev.pcie_bytes_per_s(handle)[1]),
+            fields.MEMORY_TEMPERATURE_C: _metric(lambda: cndev.memory_temperature(handle)),
+        }
+        return {k: v for k, v in out.items() if v != NOT_AVAILABLE}

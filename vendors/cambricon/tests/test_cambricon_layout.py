@@ -29,6 +29,15 @@ LAYOUTS: dict[str, tuple[int, dict[str, int]]] = {
     ),
     "cndevUtilizationInfo_t": (328, {"version": 0, "averageCoreUtilization": 4, "coreUtilization": 8}),
     "cndevCardCoreCount_t": (8, {"version": 0, "count": 4}),
+    "cndevFrequencyInfo_t": (
+        68, {"version": 0, "boardFreq": 4, "ddrFreq": 8, "overtempDfsFlag": 12, "fastDfsFlag": 13,
+             "mluClusterFreqCount": 14, "mluClusterFreq": 16, "boardDefaultFreq": 56, "boardFreqArange": 60},
+    ),
+    "cndevECCInfo_t": (
+        72, {"version": 0, "oneBitError": 8, "multipleError": 24, "correctedError": 40, "uncorrectedError": 48,
+             "totalError": 56, "addressForbiddenError": 64},
+    ),
+    "cndevPCIethroughput_t": (24, {"version": 0, "pcieRead": 8, "pcieWrite": 16}),
     "cndevPCIeInfo_t": (
         48,
         {"version": 0, "subsystemId": 4, "deviceId": 8, "vendor": 12, "subsystemVendor": 14, "domain": 16,

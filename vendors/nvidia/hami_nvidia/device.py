@@ -13,6 +13,7 @@ from hami_devices.device import Device, DeviceReadings
 from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue, ProcessUsage
 from hami_nvidia import binding, partitions
 from hami_nvidia.binding import NvmlError, Session, call, optional
+from hami_nvidia.fields import FieldReader
 from hami_nvidia.partitions import MigGeometry, MigInstance, MigProfile
 
 if TYPE_CHECKING:
@@ -286,6 +287,7 @@ class NvmlDevice(Device):
         self.handle = handle
         self.geometry = geometry
         self.mig_enabled = mig_enabled
+        self.fields = FieldReader(handle)  # keeps the XID events and GPM samples between reads
 
     def existing_instances(self) -> list[MigInstance]:
         if not self.mig_enabled or self.geometry is None:
@@ -315,6 +317,7 @@ class NvmlDevice(Device):
             lambda: call("nvmlDeviceGetTemperature", self.handle, pynvml.NVML_TEMPERATURE_GPU)
         )
         readings.power_w = metric(lambda: call("nvmlDeviceGetPowerUsage", self.handle) / 1000.0)
+        readings.extra.update(self.fields.read(metric))
         if not self.adapter.config.device_plugin.lightweight_mode:
             try:
                 procs = optional(lambda: session.processes(self.handle))

@@ -34,8 +34,13 @@ def _error(exc: HamiError) -> dict[str, Any]:
     return out
 
 
-def monitor() -> dict[str, Any]:
-    return {"metrics": [d.monitor().model_dump(mode="json") for d in _devices()]}
+def monitor(reads: int = 1) -> dict[str, Any]:
+    """Each device monitored ``reads`` times (an agent's polls); the last reading of each."""
+    devices = _devices()
+    for _ in range(reads - 1):
+        for device in devices:
+            device.monitor()
+    return {"metrics": [d.monitor().model_dump(mode="json") for d in devices]}
 
 
 def pair(topology: str) -> dict[str, Any]:
@@ -93,7 +98,7 @@ def main() -> None:
     name = sys.argv[1]
     arg = sys.argv[2] if len(sys.argv) > 2 else ""
     if name == "monitor":
-        result = monitor()
+        result = monitor(int(arg or 1))
     elif name == "pair":
         result = pair(arg)
     else:

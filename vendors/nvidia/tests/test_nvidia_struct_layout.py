@@ -29,6 +29,10 @@ PAIRS: dict[str, type[ctypes.Structure]] = {
     "nvmlGpuInstanceProfileInfo_v2_t": pynvml.c_nvmlGpuInstanceProfileInfo_v2_t,
     "nvmlGpuInstanceInfo_t": pynvml.c_nvmlGpuInstanceInfo_t,
     "nvmlComputeInstanceInfo_t": pynvml.c_nvmlComputeInstanceInfo_t,
+    "nvmlFieldValue_t": pynvml.c_nvmlFieldValue_t,
+    "nvmlEventData_t": pynvml.c_nvmlEventData_t,
+    "nvmlGpmMetric_t": pynvml.c_nvmlGpmMetric_t,
+    "nvmlGpmSupport_t": pynvml.c_nvmlGpmSupport_t,
 }
 
 

@@ -1,0 +1,124 @@
+"""Giving an allocation back: exactly once, never from under a running workload unless told to.
+
+``release_from`` removes an allocation from its ledger and undoes what granting it made (partitions, limiter
+regions).  A workload process still registered alive in the allocation's regions refuses the release
+(``AllocationInUse``, naming the pids) unless it is forced; a forced release (and every eviction) revokes the
+regions first, so those processes can allocate no more device memory, and records ``allocation.revoked``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from hami_devices.errors import AllocationInUse, InvalidRequest
+from hami_devices.isolation import live_processes, remove_regions, revoke_regions
+from hami_devices.ledger import Ledger, lifecycle
+from hami_devices.models import DeviceHandle, Grant
+from hami_devices.registry import adapter_for
+
+if TYPE_CHECKING:
+    from hami_devices.adapter import VendorAdapter
+
+__all__ = ["evict", "release", "release_from", "undo_side_effects"]
+
+
+def undo_side_effects(
+    handle: DeviceHandle, adapters: Mapping[str, VendorAdapter], keep_regions: Sequence[str] = ()
+) -> None:
+    """Tear down what granting ``handle`` made on the devices (partitions) and its limiter regions (those
+    in ``keep_regions`` stay: revoked regions that live processes still use)."""
+    by_vendor: dict[str, list[Grant]] = defaultdict(list)
+    for grant in handle.grants:
+        by_vendor[grant.vendor].append(grant)
+    for vendor, grants in by_vendor.items():
+        if vendor in adapters:
+            adapters[vendor].teardown(grants)
+    remove_regions(handle, keep_regions)
+
+
+def release(
+    handle: DeviceHandle | str,
+    *,
+    ledger: Ledger | None = None,
+    adapters: Mapping[str, VendorAdapter] | None = None,
+    reason: str | None = None,
+    force: bool = False,
+) -> DeviceHandle:
+    """Release exactly this allocation: ``hd.release(handle)`` after ``hd.allocate``.
+
+    A handle read back from JSON, or a bare id, needs the ``ledger`` it lives in.
+    ``UnknownAllocation`` if it is not live (a second release is an error, never a
+    silent double free).  ``AllocationInUse`` (naming the pids) while workload
+    processes still use it, unless ``force``: then their limiter regions are revoked
+    (every further device allocation of theirs is refused) and that is recorded as an
+    ``allocation.revoked`` event.  ``reason`` is kept on the ``allocation.released`` event.
+    """
+    if ledger is None and isinstance(handle, DeviceHandle):
+        ledger = handle._ledger
+    if ledger is None:
+        raise InvalidRequest("ledger", "name the ledger the allocation lives in (hd.release(handle, ledger=...))")
+    if adapters is None and isinstance(handle, DeviceHandle):
+        adapters = handle._adapters
+    return release_from(ledger, handle, adapters or {}, reason=reason, force=force)
+
+
+def release_from(
+    ledger: Ledger,
+    handle: DeviceHandle | str,
+    adapters: Mapping[str, VendorAdapter],
+    *,
+    reason: str | None = None,
+    evicted_by: str | None = None,
+    force: bool = False,
+    ended: bool = False,
+) -> DeviceHandle:
+    """Remove exactly this allocation from ``ledger``; ``UnknownAllocation`` if it is not live.
+
+    Live workload processes (the limiter regions' process slots) refuse the release with
+    ``AllocationInUse`` unless ``force`` or ``ended``; their regions are then revoked and
+    ``allocation.revoked`` recorded.  ``force`` (an operator's decision, an eviction) keeps the
+    revoked files for the workload, so processes it starts later are refused too
+    (``allocations gc`` removes them once no process uses them); ``ended`` (the caller's
+    framework says the workload is over: what lingers is exiting) removes them.  Every released
+    region is revoked before its file goes, so a process that attaches meanwhile is refused
+    too.  The ``allocation.released`` event (``allocation.evicted`` when ``evicted_by`` names
+    the reclaimer) commits with the removal, carrying ``reason``.
+    """
+    handle_id = handle if isinstance(handle, str) else handle.id
+    with ledger.transaction() as view:
+        current = view.get(handle_id)
+        users = live_processes(current)
+        if users and not (force or ended):
+            raise AllocationInUse(handle_id, users)
+        revoked = revoke_regions(current)
+        removed = view.remove(handle_id)
+        if users:
+            view.record_event(lifecycle.revoked(removed, users, revoked, reason=reason))
+        view.record_event(lifecycle.ended(removed, reason=reason, evicted_by=evicted_by))
+        missing = {g.vendor for g in removed.grants} - set(adapters)
+        resolved = dict(adapters)
+        if missing:
+            resolved.update({vendor: adapter_for(vendor) for vendor in missing})
+        undo_side_effects(removed, resolved, keep_regions=revoked if users and force else ())
+    return removed
+
+
+def evict(
+    ledger: Ledger,
+    handle: DeviceHandle | str,
+    *,
+    reclaimer: str,
+    reason: str,
+    adapters: Mapping[str, VendorAdapter] | None = None,
+) -> DeviceHandle:
+    """Take an allocation back for someone else: a release recorded as ``allocation.evicted``.
+
+    ``reclaimer`` names who needed the capacity (a queue, a request); ``reason`` says
+    why (e.g. ``"reclaim: queue a over its guarantee"``).
+    """
+    if not reclaimer:
+        raise InvalidRequest("reclaimer", "name who reclaims the allocation")
+    # taking capacity back from a running workload is what eviction is: its processes are revoked
+    return release_from(ledger, handle, adapters or {}, reason=reason, evicted_by=reclaimer, force=True)
