@@ -211,6 +211,6 @@ def test_config_validation_reports_every_error(tmp_path: Path, capsys: pytest.Ca
     config.write_text("scheduler:\n  polcy: binpack\ndevice-plugin:\n  split-count: many\n  memory-overcommit: -1\n")
     code, err = run(["config", "validate", str(config)], capsys)
     assert_one_clean_line(
-        code, err, f"{config}:2: scheduler.polcy: ", "; did you mean 'policy'?", "(and 2 more:",
+        code, err, f"{config}:2: scheduler.polcy: ", "; did you mean 'policy'?", "(3 errors)",
         "device-plugin.split-count:", "device-plugin.memory-overcommit:",
     )
