@@ -140,7 +140,8 @@ def test_pod_is_placed_by_the_extender_and_bound_by_apiserverbinder(cluster: Clu
 
 
 def test_dra_claim_allocated_by_kube_scheduler_on_our_slices_and_prepared_by_our_plugin(cluster: Cluster) -> None:
-    published = publish_inventory(INVENTORY, HamiConfig(), node="dra-1")
+    # the control plane runs Kubernetes 1.34, whose slices keep a card's counters with its devices
+    published = publish_inventory(INVENTORY, HamiConfig(), node="dra-1", kubernetes="1.34")
     for obj in published:
         created = cluster.control.create(copy.deepcopy(obj))  # the API server validates every object
         assert created["metadata"]["name"] == obj["metadata"]["name"]
