@@ -26,7 +26,8 @@ from tests.kubernetes.peers.conftest import Peer
 CONFIG = EXAMPLES / "extender" / "kube-scheduler-config.yaml"
 INVENTORY = EXAMPLES / "cluster.yaml"
 NODES = ["h100-a", "a30-a", "t4-0", "t4-1", "ascend-910b3-a", "ascend-310p-edge", "mlu370-a", "mixed-edge"]
-SPREAD_T4 = {"nvidia.com/use-gputype": "T4", "hami.io/gpu-scheduler-policy": "spread"}
+# spread between nodes is the node policy (HAMi: the gpu-scheduler-policy spreads over a node's cards)
+SPREAD_T4 = {"nvidia.com/use-gputype": "T4", "hami.io/node-scheduler-policy": "spread"}
 T4_MIB = 15360
 
 
