@@ -7,8 +7,10 @@ from the grants on the device.  The capacities come from the configuration.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from hami_devices.config import HamiConfig
 from hami_devices.models import DeviceInfo, Grant
@@ -67,21 +69,38 @@ def usage_of(grants: Iterable[Grant]) -> DeviceUsage:
     return usage
 
 
+def decimal_product(*factors: float) -> float:
+    """The product of factors a user wrote as decimals (1.5 x 0.7 is 1.05, not 1.0499999999999998)."""
+    exact = Fraction(1)
+    for factor in factors:
+        exact *= Fraction(repr(factor))
+    return float(exact)
+
+
+def whole(amount: float) -> int:
+    """The whole units in ``amount`` (a capacity), floored after the rounding a float product carries."""
+    return math.floor(amount + ROUNDING)
+
+
+ROUNDING = 1e-6
+"""What a capacity computed from decimal factors may lose to floats, far below one MiB or one percent."""
+
+
 def memory_factor(config: HamiConfig) -> float:
     """How much of a device's memory may be granted: overcommit x scaling x the scheduler's fraction."""
     plugin = config.device_plugin
     fraction = config.scheduler.resource_allocation.gpu_memory_fraction
-    return plugin.memory_overcommit * plugin.memory_scaling * fraction
+    return decimal_product(plugin.memory_overcommit, plugin.memory_scaling, fraction)
 
 
 def core_capacity(config: HamiConfig) -> int:
     """The sum of cores (percent) a device's sharers may hold."""
-    return int(100 * config.device_plugin.core_scaling)
+    return whole(decimal_product(100, config.device_plugin.core_scaling))
 
 
 def memory_capacity(memory_mib: int, factor: float) -> int:
     """MiB of a device of ``memory_mib`` that may be granted under the memory ``factor``."""
-    return int(memory_mib * factor)
+    return whole(memory_mib * factor)
 
 
 def device_memory_capacity(info: DeviceInfo, rule_factor: float) -> int:

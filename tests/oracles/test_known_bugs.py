@@ -85,7 +85,6 @@ def _discover(config: dict[str, object]) -> list[hd.Device]:
         return hd.discover(path, config=hd.HamiConfig.model_validate(config))
 
 
-@pytest.mark.xfail(strict=True, reason="accounting: the memory factor is a product of floats, floored")
 def test_the_memory_factor_is_the_product_of_the_decimals_given() -> None:
     """memory <= total x overcommit x scaling x gpu-memory-fraction: 15,360 x 1.5 x 0.7 = 16,128 MiB exactly.
 
@@ -95,7 +94,6 @@ def test_the_memory_factor_is_the_product_of_the_decimals_given() -> None:
     assert handle.grants[0].memory_mib == 16_128
 
 
-@pytest.mark.xfail(strict=True, reason="accounting: the core capacity is int(100 x core-scaling) in floats")
 def test_the_core_capacity_is_100_times_the_core_scaling_given() -> None:
     """cores <= 100 x core scaling: 100 x 0.57 = 57; int(100 * 0.57) is 56, so 57 cores are refused."""
     devices = _discover({"device-plugin": {"core-scaling": 0.57}})
