@@ -9,7 +9,8 @@ node on disjoint devices, otherwise each part picks its best node in turn.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,10 +39,11 @@ class Chooser:
     min_pair_score: float  # the policy's threshold for required topology
     apart: tuple[frozenset[int], ...] = ()  # per part: the parts it must not share a node with
 
-    def apart_ok(self, index: int, placed_on: Sequence[int]) -> BoolArray:
-        """Per node row: may part ``index`` go there, given the nodes of the parts before it (``placed_on``)?"""
+    def apart_ok(self, index: int, placed_on: Mapping[int, int]) -> BoolArray:
+        """Per node row: may part ``index`` go there, given the nodes of the parts already placed (``placed_on``:
+        part index -> node row)?"""
         avoid = self.apart[index] if index < len(self.apart) else frozenset()
-        nodes = np.array([placed_on[j] for j in sorted(avoid) if j < len(placed_on)], dtype=np.int64)
+        nodes = np.array([placed_on[j] for j in sorted(avoid) if j in placed_on], dtype=np.int64)
         return passing(PART_NODE_RULES, self.cluster.node_view(), Apart(nodes))
 
     def node_choice(self, ev: ScoredPart, node: int, exclude: set[int], pool: IntArray | None = None) -> Choice | None:
@@ -93,16 +95,25 @@ class Chooser:
     def on_node(
         self, evals: list[ScoredPart], node: int, pools: list[IntArray] | None = None
     ) -> tuple[set[int], list[tuple[ScoredPart, Choice]]] | None:
-        """Every part on node row ``node``, on disjoint devices, each taking its best set in turn (or None)."""
-        used: set[int] = set()
-        chosen: list[tuple[ScoredPart, Choice]] = []
-        for i, ev in enumerate(evals):
-            choice = self.node_choice(ev, node, used, None if pools is None else pools[i])
-            if choice is None:
-                return None
-            used.update(int(ev.rows[p]) for p in choice.rows)
-            chosen.append((ev, choice))
-        return used, chosen
+        """Every part on node row ``node``, on disjoint devices (or None): each part takes its best set in turn,
+        in every order of the parts (a part that may use only some devices must not find them taken by one
+        that could have used others), and the best-scoring order wins."""
+        best: tuple[float, set[int], list[tuple[ScoredPart, Choice]]] | None = None
+        for order in part_orders(len(evals)):
+            used: set[int] = set()
+            chosen: list[tuple[ScoredPart, Choice]] = []
+            for i in order:
+                choice = self.node_choice(evals[i], node, used, None if pools is None else pools[i])
+                if choice is None:
+                    break
+                used.update(int(evals[i].rows[p]) for p in choice.rows)
+                chosen.append((evals[i], choice))
+            else:
+                chosen.sort(key=lambda pair: pair[0].index)
+                score = combined(chosen)
+                if best is None or round(score, 9) > round(best[0], 9):
+                    best = (score, used, chosen)
+        return None if best is None else (best[1], best[2])
 
     def _single_device(self, ev: ScoredPart, host_ok: BoolArray, limit: int) -> list[Ranked]:
         c = self.cluster
@@ -145,12 +156,22 @@ class Chooser:
         )
 
     def split(self, evals: list[ScoredPart], host_ok: BoolArray) -> Ranked | None:
-        """Each part on its own best node in turn (``same_node: false``); host charged on the first part's."""
+        """Each part on its own best node (``same_node: false``), in every order of the parts, the best-scoring
+        order winning; host charged on the first part's node."""
+        best: Ranked | None = None
+        for order in part_orders(len(evals)):
+            ranked = self._split_in(evals, host_ok, order)
+            if ranked is not None and (best is None or round(ranked[0], 9) > round(best[0], 9)):
+                best = ranked
+        return best
+
+    def _split_in(self, evals: list[ScoredPart], host_ok: BoolArray, order: Sequence[int]) -> Ranked | None:
         c = self.cluster
         used: set[int] = set()
         chosen: list[tuple[ScoredPart, Choice]] = []
-        placed_on: list[int] = []
-        for i, ev in enumerate(evals):
+        placed_on: dict[int, int] = {}
+        for i in order:
+            ev = evals[i]
             nodes = np.unique(c.node[ev.rows])
             allowed = host_ok & self.apart_ok(i, placed_on) if self.apart else host_ok
             nodes = nodes[allowed[nodes]]  # each node of a split placement runs a process: it needs the host
@@ -168,9 +189,10 @@ class Chooser:
                     best = (choice.score, key[1], choice)
             if best is None:
                 return None
-            placed_on.append(c.node_row(best[1]))
+            placed_on[i] = c.node_row(best[1])
             used.update(int(ev.rows[p]) for p in best[2].rows)
             chosen.append((ev, best[2]))
+        chosen.sort(key=lambda pair: pair[0].index)
         return combined(chosen), c.node_name(placed_on[0]), sorted(used), chosen
 
     def host_only(
@@ -200,6 +222,17 @@ def apart_of(request: ResourceRequest) -> tuple[frozenset[int], ...]:
             apart[i].add(index[name])
             apart[index[name]].add(i)
     return tuple(frozenset(a) for a in apart)
+
+
+PART_ORDERS = 4
+"""Requests of up to this many parts are placed in every order of their parts (4! = 24 orders at most)."""
+
+
+def part_orders(parts: int) -> list[tuple[int, ...]]:
+    """The orders the parts of a request are placed in: the request's own first."""
+    if parts <= 1 or parts > PART_ORDERS:
+        return [tuple(range(parts))]
+    return list(itertools.permutations(range(parts)))
 
 
 def grants_of(cluster: ClusterState, chosen: list[tuple[ScoredPart, Choice]]) -> list[Grant]:

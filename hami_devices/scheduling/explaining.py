@@ -162,6 +162,11 @@ def explain(
                     flags[k, NODE_ORDER.index(ReasonCode.NODE_TOPOLOGY_UNSATISFIED)] = True
     if chooser.apart:  # every part could use these nodes alone: keeping the parts apart is what failed
         flags[~flags.any(axis=1), NODE_ORDER.index(ReasonCode.NODE_ANTI_AFFINITY)] = True
+    elif len(evals) > 1:
+        # every part alone finds devices on these nodes: the parts together need more devices than are free
+        # (two parts that may use only the same card, say)
+        together = ~flags.any(axis=1) & host_ok[live]
+        flags[together, _DEVICES_SHORT] = True
     # each (device, code) once, in row then table order, however many parts rejected it for that code
     packed = np.unique(np.concatenate(pairs)) if len(pairs) > 1 else (pairs[0] if pairs else np.zeros(0, np.int64))
     return ArrayExplanation(c, live, flags, packed // len(DEVICE_CODES), packed % len(DEVICE_CODES))

@@ -74,7 +74,7 @@ def split(
     n = len(c.node_names)
     used: set[int] = set()
     chosen = []
-    placed_on: list[int] = []
+    placed_on: dict[int, int] = {}
     for i, (ev, node_ev) in enumerate(zip(evals, node_evals, strict=True)):
         allowed = host_ok & chooser.apart_ok(i, placed_on)
         have = np.bincount(ev.nodes, minlength=n) >= ev.part.count
@@ -83,7 +83,7 @@ def split(
         for node in _order(chooser, np.flatnonzero(allowed & have), score):
             choice = chooser.node_choice(ev, node, used)
             if choice is not None:
-                placed_on.append(node)
+                placed_on[i] = node
                 break
         if choice is None:
             return None

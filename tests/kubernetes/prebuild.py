@@ -17,7 +17,7 @@ def main() -> None:
     started = time.monotonic()
     print(f"kubeletdriver: {build_driver()} ({time.monotonic() - started:.0f} s)", flush=True)
     for release in sorted(RELEASES):  # the peers share the pinned release's compiled packages with the rest
-        print(f"hamipeer-{release}: {built_peer(release).path} ({time.monotonic() - started:.0f} s)", flush=True)
+        print(f"hamipeer-{release}: {built_peer(release).binary} ({time.monotonic() - started:.0f} s)", flush=True)
     for name, path in binaries().items():
         print(f"{name}: {path} ({time.monotonic() - started:.0f} s)", flush=True)
 

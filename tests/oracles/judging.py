@@ -76,6 +76,8 @@ def _node_problems(world: World, request: Any, host: rules.Host, codes: list[str
         if sum(rules.usable(world, part, d) is not None for d in devices) < part.count:
             allowed.add(rules.NODE_DEVICES)
         allowed |= {first for d in devices if (first := rules.judge(world, part, d).first) is not None}
+    if len(request.parts) > 1 and not rules.holds_all_parts(world, request, host.name):
+        allowed.add(rules.NODE_DEVICES)  # each part alone fits, the parts together do not
     return [f"node {host.name}: {code} is not backed by the rules" for code in codes if code not in allowed]
 
 

@@ -313,6 +313,12 @@ def feasible(world: World, request: Any) -> Iterator[tuple[str, Assignment]]:
             yield picked[0][0], chosen
 
 
+def holds_all_parts(world: World, request: Any, node: str) -> bool:
+    """Whether the node's devices take every part of the request at once, each on devices of its own."""
+    per_part = [_part_choices(world, part).get(node, []) for part in request.parts]
+    return any(_disjoint(combo) for combo in product(*per_part))
+
+
 def _disjoint(sets: Sequence[tuple[str, ...]]) -> bool:
     flat = [u for s in sets for u in s]
     return len(flat) == len(set(flat))

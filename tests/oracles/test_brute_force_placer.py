@@ -10,10 +10,10 @@ must be one of them, granted as the rules say; a refusal's reasons must be the
 rules each device and node breaks; and for the policies whose score has a
 closed form, its choice must be an argmax of that score over all the sets.
 
-Requests of several parts are held to all of it except finding a placement
-whenever one exists and choosing the best: the engine assigns parts one after
-another, so it can miss both (``test_known_bugs.py`` keeps the reproductions,
-and the strict-xfail property below says when that is fixed).
+Requests of several parts are held to all of it: the engine places their parts
+in every order (up to four parts), so it finds a placement whenever one exists
+and the best of them (``test_known_bugs.py`` keeps the reproductions of what it
+missed while it placed the parts in one order only).
 """
 
 from __future__ import annotations
@@ -93,7 +93,6 @@ def test_each_closed_form_policy_chooses_an_argmax(policy: str, data: Any) -> No
     describe(drawn.world, request)
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: the engine assigns a request's parts one after another")
 @settings(max_examples=60, deadline=None, derandomize=True, database=None)
 @given(st.data())
 def test_several_parts_are_placed_whenever_the_rules_allow_and_at_the_best_set(data: Any) -> None:

@@ -1,4 +1,5 @@
-"""Prioritize after a bind: the node's device occupancy counts, in the policy's direction."""
+"""Prioritize after a bind: the node's device occupancy counts, in the node policy's direction
+(``hami.io/node-scheduler-policy``; HAMi's gpu-scheduler-policy only orders a node's own cards)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from tests.kubernetes.extender.conftest import Client, binding, gpu, pod
 
 
 def _scores(client: Client, policy: str, name: str) -> dict[str, int]:
-    p = pod(name, gpu(1, 4000), annotations={"hami.io/gpu-scheduler-policy": policy, "nvidia.com/use-gputype": "T4"})
+    p = pod(name, gpu(1, 4000), annotations={"hami.io/node-scheduler-policy": policy, "nvidia.com/use-gputype": "T4"})
     status, answer = client.post("prioritize", {"Pod": p, "NodeNames": ["t4-0", "t4-1"]})
     assert status == 200
     return {hp["Host"]: hp["Score"] for hp in answer}
