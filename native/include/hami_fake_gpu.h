@@ -35,6 +35,7 @@
  *   HAMI_FAKE_<VENDOR>_MEMORY_MIB  capacity in MiB, one value or a comma list per device
  *   HAMI_FAKE_MEMORY_MIB           ... fallback, default 16384
  *   HAMI_FAKE_KERNEL_US            default fake kernel duration in microseconds (default 1000)
+ *   HAMI_FAKE_QUEUE_US             how far a device's launch queue may run ahead (default 50000)
  */
 #ifndef HAMI_FAKE_GPU_H
 #define HAMI_FAKE_GPU_H
@@ -497,12 +498,26 @@ static inline void hami_fake_mem_disown(hami_fake_device *d, hami_fake_proc *p, 
     hami_fake_book_unlock();
 }
 
+/* How far a device's queue may run ahead of its launchers, in ns: $HAMI_FAKE_QUEUE_US, default 50 ms. */
+static inline uint64_t hami_fake_queue_ns(void) {
+    static uint64_t cached = UINT64_MAX;
+    uint64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v != UINT64_MAX) return v;
+    const char *e = getenv("HAMI_FAKE_QUEUE_US");
+    v = (e && *e) ? strtoull(e, NULL, 10) * 1000ull : 50000000ull;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    return v;
+}
+
 /* Runs a fake kernel of duration_ns: it takes the next free interval of the
  * device's timeline (kernels of all processes serialise, like one busy engine).
- * The caller sleeps until its kernel *starts*, i.e. a launch queue one kernel
- * deep: a launch loop can keep the device 100% busy even with short kernels,
- * and a launcher never runs ahead of the device.  Busy time is counted when
- * the kernel is queued, so counters lead the timeline by at most one kernel. */
+ * The caller returns at once while the device's queue reaches less than
+ * hami_fake_queue_ns() ahead, and otherwise sleeps until it does: launches are
+ * asynchronous, as on a real device, so a launch loop keeps the device 100% busy
+ * even with short kernels, and a launcher that waits a while for a CPU -- on a
+ * loaded machine -- does not leave the device idle meanwhile.  Busy time is
+ * counted when the kernel is queued, so counters lead the timeline by at most
+ * the queue (a throttled launcher's queue is about empty). */
 static inline void hami_fake_run_kernel(hami_fake_device *d, hami_fake_proc *p, uint64_t duration_ns) {
     __atomic_fetch_add(&d->launches, 1, __ATOMIC_RELAXED);
     if (p) __atomic_fetch_add(&p->launches, 1, __ATOMIC_RELAXED);
@@ -515,8 +530,10 @@ static inline void hami_fake_run_kernel(hami_fake_device *d, hami_fake_proc *p, 
                                           __ATOMIC_ACQUIRE));
     __atomic_fetch_add(&d->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
     if (p) __atomic_fetch_add(&p->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
-    if (start > now) {
-        struct timespec ts = {(time_t)(start / 1000000000ull), (long)(start % 1000000000ull)};
+    uint64_t queue = hami_fake_queue_ns();
+    if (start > now + queue) {
+        uint64_t wake = start - queue;
+        struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
         }
     }

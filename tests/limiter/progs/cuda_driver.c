@@ -8,7 +8,8 @@
  *                                         explicit pool, freed in stream order with occasional syncs
  *   cuda_driver waitalloc BYTES           retry cuMemAlloc until admitted; print WAITING, then ADMITTED <ns>
  *   cuda_driver hold BYTES                allocate, print READY, sleep
- *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1"
+ *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1";
+ *                                         SECS 0: until SIGTERM (launch_loop.h)
  *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
  *   cuda_driver bench N                   ns per alloc+free pair and per empty launch
  *   cuda_driver allocbench N BYTES        ns per cuMemAlloc_v2+cuMemFree_v2 pair of BYTES
@@ -35,6 +36,7 @@
 #include <unistd.h>
 
 #include "hami_cuda_api.h"
+#include "launch_loop.h"
 
 void hamiFakeCudaSetKernelNs(uint64_t ns);
 
@@ -224,8 +226,8 @@ static void *launch_thread(void *arg) {
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
     cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
-    double end = now_s() + a->secs;
-    while (now_s() < end) {
+    double until = launch_loop_until(a->secs);
+    while (launch_loop_on(until)) {
         int rc;
         if (!strcmp(a->kind, "ex")) rc = cuLaunchKernelEx(&cfg, f, NULL, NULL);
         else if (!strcmp(a->kind, "coop")) rc = cuLaunchCooperativeKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL);
