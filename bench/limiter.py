@@ -13,8 +13,9 @@ reclaim_latency_ms      SIGKILL of a process holding memory -> its bytes given b
                         (median and max over repetitions; the scan polls in a loop, yielding the CPU)
 readmit_latency_ms      SIGKILL of the holder -> a workload spinning on cuMemAlloc is admitted
 chaos                   the SIGKILL chaos storm: runs of 12 two-thread workers allocating against a 32 MiB limit,
-                        one SIGKILLed every 20 ms and replaced; a worker still alive 5 s after its run is hung.
-                        Reports runs, kills, hangs, and the worst bytes over the limit (region and fake driver)
+                        one SIGKILLed every 20 ms and replaced, 6 kills a run; a worker still alive 5 s after its
+                        time was up is hung.  Reports runs, kills, hangs, and the worst bytes over the limit
+                        (region and fake driver)
 spill_alloc_free_extra_ns  virtual device memory: what a cuMemAlloc_v2+cuMemFree_v2 pair of 4 MiB costs more when
                         the card is full and the shim serves it from host memory (managed memory with host
                         preference), against the same pair served by the card, both through the shim.  Only the

@@ -515,7 +515,7 @@ def fake_library(name: str) -> Path:
 # ---- the fake runtimes' shared state (native/include/hami_fake_gpu.h), for tests and the bench ----
 
 FAKE_GPU_MAGIC = 0x31414746494D4148
-FAKE_GPU_VERSION = 2
+FAKE_GPU_VERSION = 3
 FAKE_MAX_DEVICES = 16
 FAKE_MAX_PROCS = 64
 

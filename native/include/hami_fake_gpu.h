@@ -20,12 +20,22 @@
  * per slot it uses; its memory counts until the kernel drops that lock.  A slot
  * without a lock (no state file) is judged by its pid, as before.
  *
+ * Killed half-way through its own bookkeeping.  A driver keeps its books in the
+ * kernel, where SIGKILL cannot land between two writes; the fakes keep theirs in
+ * this file, where it can.  A process killed between adding bytes to the
+ * device's total and to its slot would leave bytes that no process holds and
+ * nobody ever gives back: a device fuller than any process made it, and a peak
+ * over every limit.  So every change of used_bytes (and of the slot table) is
+ * made under one robust lock, with the values it changes saved first; the next
+ * holder of a lock whose owner died puts them back.
+ *
  * Device configuration (read by whichever process creates the file):
  *   HAMI_FAKE_<VENDOR>_DEVICES     device count (VENDOR = CUDA, ASCEND, CAMBRICON),
  *   HAMI_FAKE_DEVICES              ... fallback for any vendor, default 1
  *   HAMI_FAKE_<VENDOR>_MEMORY_MIB  capacity in MiB, one value or a comma list per device
  *   HAMI_FAKE_MEMORY_MIB           ... fallback, default 16384
  *   HAMI_FAKE_KERNEL_US            default fake kernel duration in microseconds (default 1000)
+ *   HAMI_FAKE_QUEUE_US             how far a device's launch queue may run ahead (default 50000)
  */
 #ifndef HAMI_FAKE_GPU_H
 #define HAMI_FAKE_GPU_H
@@ -51,7 +61,7 @@
 #endif
 
 #define HAMI_FAKE_GPU_MAGIC 0x31414746494D4148ULL /* "HAMIFGA1" as little-endian bytes */
-#define HAMI_FAKE_GPU_VERSION 2u
+#define HAMI_FAKE_GPU_VERSION 3u
 #define HAMI_FAKE_GPU_MAX_DEVICES 16
 #define HAMI_FAKE_GPU_MAX_PROCS 64
 #define HAMI_FAKE_PROC_LOCKED 1u           /* the holder's "device node" lock guards the slot */
@@ -79,6 +89,18 @@ typedef struct hami_fake_device {
     uint64_t host_peak_bytes;
 } hami_fake_device;
 
+/* What one bookkeeping update changes, saved before its first write (version 3). */
+typedef struct hami_fake_undo {
+    uint32_t active;       /* 1 from the update's first write to its last */
+    int32_t device;
+    int32_t slot;          /* -1: the update changes the device's total only */
+    int32_t pid;           /* the slot as it was */
+    uint32_t flags;
+    uint32_t reserved;
+    uint64_t used_bytes;
+    uint64_t device_used;  /* the device's used_bytes as it was */
+} hami_fake_undo;
+
 typedef struct hami_fake_gpu_state {
     uint64_t magic;
     uint32_t version;
@@ -86,10 +108,15 @@ typedef struct hami_fake_gpu_state {
     uint64_t size;        /* sizeof(hami_fake_gpu_state) */
     uint64_t created_ns;  /* CLOCK_MONOTONIC at creation */
     hami_fake_device devices[HAMI_FAKE_GPU_MAX_DEVICES];
+    /* version 3: the lock (robust, process-shared) every change of used_bytes and of the
+     * slot table is made under, and the update in progress. */
+    pthread_mutex_t book_lock;
+    hami_fake_undo undo;
 } hami_fake_gpu_state;
 
 _Static_assert(sizeof(hami_fake_proc) == 32, "fake GPU layout changed: bump HAMI_FAKE_GPU_VERSION");
 _Static_assert(sizeof(hami_fake_device) == 48 + 32 * HAMI_FAKE_GPU_MAX_PROCS + 16, "fake GPU layout changed");
+_Static_assert(sizeof(hami_fake_undo) == 40, "fake GPU layout changed: bump HAMI_FAKE_GPU_VERSION");
 
 /* ---- helpers shared by the fake runtimes (static inline: header-only) ---- */
 
@@ -108,8 +135,19 @@ static inline const char *hami_fake_env2(const char *vendor, const char *suffix,
     return (v && *v) ? v : NULL;
 }
 
+static inline void hami_fake_init_book_lock(pthread_mutex_t *m) {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    /* Robust: a holder killed inside an update hands the next one EOWNERDEAD. */
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
 static inline void hami_fake_init_state(hami_fake_gpu_state *s, const char *vendor) {
     memset(s, 0, sizeof *s);
+    hami_fake_init_book_lock(&s->book_lock);
     const char *count = hami_fake_env2(vendor, "DEVICES", "HAMI_FAKE_DEVICES");
     long n = count ? strtol(count, NULL, 10) : 1;
     if (n < 0) n = 0;
@@ -137,6 +175,8 @@ static inline void hami_fake_init_state(hami_fake_gpu_state *s, const char *vend
 /* This library's view of the state file (each fake library has its own). */
 static hami_fake_gpu_state *hami_fake_mapped;
 static int hami_fake_fd = -1; /* the process's "device node": closed when the process is torn down */
+/* Slots whose "device node" lock this library's description holds, per device (bit = slot). */
+static uint64_t hami_fake_held[HAMI_FAKE_GPU_MAX_DEVICES];
 
 static inline void hami_fake_reopen_in_child(void) {
     /* A forked child is another process: its own description of the file, so
@@ -147,6 +187,7 @@ static inline void hami_fake_reopen_in_child(void) {
     int fresh = open(self, O_RDWR | O_CLOEXEC);
     close(hami_fake_fd);
     hami_fake_fd = fresh;
+    memset(hami_fake_held, 0, sizeof hami_fake_held); /* a fresh description holds no lock */
 }
 
 /* Maps the state named by $HAMI_FAKE_GPU_STATE, creating it when absent.
@@ -211,12 +252,92 @@ static inline struct flock hami_fake_lock_byte(const hami_fake_device *d, const 
     return fl;
 }
 
-/* Takes the "device node" lock of a slot this process just claimed. */
+/* ---- the books: every change below is made under the book lock, as one undoable update ---- */
+
+/* Puts back what an update cut short by its process's death had changed. */
+static inline void hami_fake_undo_dead_update(hami_fake_gpu_state *s) {
+    hami_fake_undo *u = &s->undo;
+    if (!__atomic_load_n(&u->active, __ATOMIC_ACQUIRE)) return;
+    if (u->device >= 0 && u->device < HAMI_FAKE_GPU_MAX_DEVICES) {
+        hami_fake_device *d = &s->devices[u->device];
+        if (u->slot >= 0 && u->slot < HAMI_FAKE_GPU_MAX_PROCS) {
+            hami_fake_proc *p = &d->procs[u->slot];
+            __atomic_store_n(&p->used_bytes, u->used_bytes, __ATOMIC_RELEASE);
+            __atomic_store_n(&p->flags, u->flags, __ATOMIC_RELEASE);
+            __atomic_store_n(&p->pid, u->pid, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&d->used_bytes, u->device_used, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&u->active, 0, __ATOMIC_RELEASE);
+}
+
+/* Every wait is bounded: an unlock wakes one waiter, and a waiter killed before it takes the
+ * lock would leave the others asleep on a free lock.  Looking again every slice costs a slice. */
+#define HAMI_FAKE_BOOK_SLICE_NS 2000000L
+
+static inline void hami_fake_book_lock(void) {
+    pthread_mutex_t *m = &hami_fake_mapped->book_lock;
+    int rc = pthread_mutex_trylock(m);
+    while (rc == EBUSY || rc == ETIMEDOUT) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += HAMI_FAKE_BOOK_SLICE_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        rc = pthread_mutex_timedlock(m, &until);
+    }
+    if (rc == EOWNERDEAD) {
+        hami_fake_undo_dead_update(hami_fake_mapped);
+        pthread_mutex_consistent(m);
+    } else if (rc != 0) {
+        abort(); /* books nobody can keep: fail loudly rather than count wrong */
+    }
+}
+
+static inline void hami_fake_book_unlock(void) { pthread_mutex_unlock(&hami_fake_mapped->book_lock); }
+
+/* Saves what an update of slot p (NULL: none) and device d is about to change.  The fences keep
+ * the compiler from moving a change before the save or after the end: SIGKILL may land anywhere. */
+static inline void hami_fake_update_begin(hami_fake_device *d, hami_fake_proc *p) {
+    hami_fake_undo *u = &hami_fake_mapped->undo;
+    u->device = (int32_t)(d - hami_fake_mapped->devices);
+    u->slot = p ? (int32_t)(p - d->procs) : -1;
+    if (p) {
+        u->pid = p->pid;
+        u->flags = p->flags;
+        u->used_bytes = p->used_bytes;
+    }
+    u->device_used = d->used_bytes;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&u->active, 1, __ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void hami_fake_update_end(void) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&hami_fake_mapped->undo.active, 0, __ATOMIC_SEQ_CST);
+}
+
+/* Moves bytes in a slot (NULL: none) and in the device's total, as one update. */
+static inline void hami_fake_book_add_locked(hami_fake_device *d, hami_fake_proc *p, uint64_t slot_add,
+                                             uint64_t slot_sub, uint64_t dev_add, uint64_t dev_sub) {
+    hami_fake_update_begin(d, p);
+    if (p) __atomic_store_n(&p->used_bytes, p->used_bytes + slot_add - slot_sub, __ATOMIC_RELEASE);
+    __atomic_store_n(&d->used_bytes, d->used_bytes + dev_add - dev_sub, __ATOMIC_RELEASE);
+    hami_fake_update_end();
+}
+
+/* Takes the "device node" lock of a slot this process is claiming (inside its update). */
 static inline void hami_fake_lock_slot(hami_fake_device *d, hami_fake_proc *p) {
     uint32_t flags = 0;
     if (hami_fake_fd >= 0) {
         struct flock fl = hami_fake_lock_byte(d, p, F_WRLCK);
-        if (fcntl(hami_fake_fd, F_OFD_SETLK, &fl) == 0) flags = HAMI_FAKE_PROC_LOCKED;
+        if (fcntl(hami_fake_fd, F_OFD_SETLK, &fl) == 0) {
+            flags = HAMI_FAKE_PROC_LOCKED;
+            hami_fake_held[d - hami_fake_mapped->devices] |= 1ull << (p - d->procs);
+        }
     }
     __atomic_store_n(&p->flags, flags, __ATOMIC_RELEASE);
 }
@@ -250,47 +371,50 @@ static inline int hami_fake_slot_dead(const hami_fake_device *d, const hami_fake
     return hami_fake_pid_dead(pid);
 }
 
-/* Serialises slot claims among the threads of one process.  Without it two
- * threads making their first call at once could both miss this pid's slot and
- * claim one each: bytes taken through one slot and given back through the
- * other leave one slot high and the other wrapped below zero, and when the
- * process exits the device total is left inflated by the difference for good.
- * The lock word holds the pid of the holder, so a child forked while another
- * thread held it sees a foreign pid and takes the lock over instead of
- * waiting forever.  One word per process, shared by every fake library in it
- * (a weak, exported symbol: the first definition loaded wins). */
-__attribute__((weak, visibility("default"))) int32_t hami_fake_claim_owner;
-
-static inline void hami_fake_claim_lock(int32_t self) {
-    for (;;) {
-        int32_t cur = __atomic_load_n(&hami_fake_claim_owner, __ATOMIC_ACQUIRE);
-        if (cur == self) { /* another thread of this process holds it */
-            sched_yield();
-            continue;
-        }
-        /* 0 = free; any other pid = inherited across fork() from a parent thread. */
-        if (__atomic_compare_exchange_n(&hami_fake_claim_owner, &cur, self, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return;
-    }
+/* Gives a dead process's slot back, with its bytes (a driver frees a killed process's memory);
+ * claimed_by != 0 hands the slot straight to that pid. */
+static inline void hami_fake_recycle_locked(hami_fake_device *d, hami_fake_proc *p, int32_t claimed_by) {
+    hami_fake_update_begin(d, p);
+    __atomic_store_n(&d->used_bytes, d->used_bytes - p->used_bytes, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->used_bytes, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
+    if (claimed_by) hami_fake_lock_slot(d, p);
+    else __atomic_store_n(&p->flags, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->pid, claimed_by, __ATOMIC_RELEASE);
+    hami_fake_update_end();
 }
 
-static inline void hami_fake_claim_unlock(void) { __atomic_store_n(&hami_fake_claim_owner, 0, __ATOMIC_RELEASE); }
+static inline int hami_fake_reap_dead_locked(hami_fake_device *d) {
+    int n = 0;
+    for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
+        hami_fake_proc *p = &d->procs[i];
+        int32_t cur = p->pid;
+        if (cur > 0 && hami_fake_slot_dead(d, p, cur)) {
+            hami_fake_recycle_locked(d, p, 0);
+            n++;
+        }
+    }
+    return n;
+}
 
-/* A slot of this pid found at its first use in this process image: another fake
- * library of the image shares it (its lock is held by that library's
- * description), or an earlier image left it before exec() -- which released the
+/* A slot of this pid found at its first use in this library: this library claimed it already
+ * (another thread), another fake library of the image shares it (its lock is held by that
+ * library's description), or an earlier image left it before exec() -- which released the
  * image's "device node" and so freed its memory. */
 static inline void hami_fake_adopt_own_slot(hami_fake_device *d, hami_fake_proc *p) {
-    if (!(__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & HAMI_FAKE_PROC_LOCKED) || hami_fake_fd < 0) return;
+    uint64_t bit = 1ull << (p - d->procs);
+    if (hami_fake_held[d - hami_fake_mapped->devices] & bit) return; /* ours */
+    if (!(p->flags & HAMI_FAKE_PROC_LOCKED) || hami_fake_fd < 0) return;
     struct flock fl = hami_fake_lock_byte(d, p, F_WRLCK);
     if (fcntl(hami_fake_fd, F_OFD_SETLK, &fl) != 0) return; /* held in this image: shared */
-    uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
-    __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
+    hami_fake_held[d - hami_fake_mapped->devices] |= bit;
+    hami_fake_book_add_locked(d, p, 0, p->used_bytes, 0, p->used_bytes);
 }
 
 static inline hami_fake_proc *hami_fake_proc_slot_locked(hami_fake_device *d, int32_t pid) {
     for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
-        if (__atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == pid) {
+        if (d->procs[i].pid == pid) {
             hami_fake_adopt_own_slot(d, &d->procs[i]);
             return &d->procs[i];
         }
@@ -298,24 +422,10 @@ static inline hami_fake_proc *hami_fake_proc_slot_locked(hami_fake_device *d, in
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
             hami_fake_proc *p = &d->procs[i];
-            int32_t cur = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-            if (cur == 0) {
-                int32_t zero = 0;
-                if (__atomic_compare_exchange_n(&p->pid, &zero, pid, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-                    hami_fake_lock_slot(d, p);
-                    return p;
-                }
-            } else if (pass == 1 && cur > 0 && hami_fake_slot_dead(d, p, cur)) {
-                /* -1 marks "being recycled" so only one process returns its bytes. */
-                if (__atomic_compare_exchange_n(&p->pid, &cur, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-                    uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
-                    __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
-                    __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
-                    __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
-                    hami_fake_lock_slot(d, p);
-                    __atomic_store_n(&p->pid, pid, __ATOMIC_RELEASE);
-                    return p;
-                }
+            int32_t cur = p->pid;
+            if (cur == 0 || (pass == 1 && cur > 0 && hami_fake_slot_dead(d, p, cur))) {
+                hami_fake_recycle_locked(d, p, pid);
+                return p;
             }
         }
     }
@@ -327,87 +437,87 @@ static inline hami_fake_proc *hami_fake_proc_slot_locked(hami_fake_device *d, in
  * driver frees a dead process's memory.  Returns NULL when all slots are taken
  * by live processes. */
 static inline hami_fake_proc *hami_fake_proc_slot(hami_fake_device *d, int32_t pid) {
-    hami_fake_claim_lock(pid);
+    hami_fake_book_lock();
     hami_fake_proc *p = hami_fake_proc_slot_locked(d, pid);
-    hami_fake_claim_unlock();
+    hami_fake_book_unlock();
     return p;
 }
 
 /* Gives back the bytes of dead processes (a real driver frees a killed
  * process's memory); returns how many slots were recycled. */
 static inline int hami_fake_reap_dead(hami_fake_device *d) {
-    int n = 0;
-    for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS; i++) {
-        hami_fake_proc *p = &d->procs[i];
-        int32_t cur = __atomic_load_n(&p->pid, __ATOMIC_ACQUIRE);
-        if (cur > 0 && hami_fake_slot_dead(d, p, cur) &&
-            __atomic_compare_exchange_n(&p->pid, &cur, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
-            __atomic_fetch_sub(&d->used_bytes, b, __ATOMIC_ACQ_REL);
-            __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
-            __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
-            __atomic_store_n(&p->flags, 0, __ATOMIC_RELEASE);
-            __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
-            n++;
-        }
-    }
+    hami_fake_book_lock();
+    int n = hami_fake_reap_dead_locked(d);
+    hami_fake_book_unlock();
     return n;
 }
 
-/* Waits (briefly: a recycler killed mid-way must not wedge everyone) until no
- * slot is being recycled, so the bytes of every pid found dead are off the total. */
-static inline void hami_fake_wait_recycles(hami_fake_device *d) {
-    for (int spins = 0; spins < 10000; spins++) {
-        int busy = 0;
-        for (int i = 0; i < HAMI_FAKE_GPU_MAX_PROCS && !busy; i++)
-            busy = __atomic_load_n(&d->procs[i].pid, __ATOMIC_ACQUIRE) == -1;
-        if (!busy) return;
-        sched_yield();
-    }
-}
-
-/* Takes bytes from the device's capacity; 0 on success, -1 when it does not fit.
+/* Takes bytes from the device's capacity for slot p (may be NULL); 0 on success, -1 when they
+ * do not fit.
  *
  * A real driver frees a process's memory when the process is torn down, before
  * it is even a zombie; this fake only learns of a death when it looks.  So
- * before used_bytes may set a new high-water mark, the bytes of dead pids are
- * given back first: peak_used_bytes then never counts memory of a process
- * that was already dead (killed, or exited without its destructors) when the
- * allocation began -- memory that a limiter is right to have handed out again. */
+ * before used_bytes may set a new high-water mark (or be refused), the bytes of
+ * dead pids are given back first: peak_used_bytes then never counts memory of a
+ * process that was already dead (killed, or exited without its destructors) when
+ * the allocation began -- memory that a limiter is right to have handed out again. */
 static inline int hami_fake_mem_take(hami_fake_device *d, hami_fake_proc *p, uint64_t bytes) {
-    uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
-    int reaped = 0;
-    for (;;) {
-        if (used + bytes > d->total_bytes || used + bytes < used) return -1;
-        if (!reaped && used + bytes > __atomic_load_n(&d->peak_used_bytes, __ATOMIC_ACQUIRE)) {
-            hami_fake_reap_dead(d);
-            hami_fake_wait_recycles(d);
-            reaped = 1;
-            used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
-            continue;
-        }
-        if (__atomic_compare_exchange_n(&d->used_bytes, &used, used + bytes, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            break;
+    hami_fake_book_lock();
+    uint64_t used = d->used_bytes, total = d->total_bytes;
+    if (used + bytes > d->peak_used_bytes || used + bytes > total) {
+        hami_fake_reap_dead_locked(d);
+        used = d->used_bytes;
     }
-    uint64_t now = used + bytes, peak = __atomic_load_n(&d->peak_used_bytes, __ATOMIC_ACQUIRE);
-    while (now > peak && !__atomic_compare_exchange_n(&d->peak_used_bytes, &peak, now, 1, __ATOMIC_ACQ_REL,
-                                                      __ATOMIC_ACQUIRE)) {
+    int fits = used + bytes <= total && used + bytes >= used;
+    if (fits) {
+        hami_fake_book_add_locked(d, p, bytes, 0, bytes, 0);
+        if (used + bytes > d->peak_used_bytes) __atomic_store_n(&d->peak_used_bytes, used + bytes, __ATOMIC_RELEASE);
     }
-    if (p) __atomic_fetch_add(&p->used_bytes, bytes, __ATOMIC_ACQ_REL);
-    return 0;
+    hami_fake_book_unlock();
+    return fits ? 0 : -1;
 }
 
+/* Gives bytes back to the device's capacity, from slot p (may be NULL: memory no process owns). */
 static inline void hami_fake_mem_give(hami_fake_device *d, hami_fake_proc *p, uint64_t bytes) {
-    if (p) __atomic_fetch_sub(&p->used_bytes, bytes, __ATOMIC_ACQ_REL);
-    __atomic_fetch_sub(&d->used_bytes, bytes, __ATOMIC_ACQ_REL);
+    hami_fake_book_lock();
+    hami_fake_book_add_locked(d, p, 0, p ? bytes : 0, 0, bytes);
+    hami_fake_book_unlock();
+}
+
+/* Everything slot p holds goes back (a process's teardown). */
+static inline void hami_fake_mem_give_all(hami_fake_device *d, hami_fake_proc *p) {
+    hami_fake_book_lock();
+    hami_fake_book_add_locked(d, p, 0, p->used_bytes, 0, p->used_bytes);
+    hami_fake_book_unlock();
+}
+
+/* Bytes of slot p that stay on the device but are no process's any more (an exported allocation). */
+static inline void hami_fake_mem_disown(hami_fake_device *d, hami_fake_proc *p, uint64_t bytes) {
+    hami_fake_book_lock();
+    hami_fake_book_add_locked(d, p, 0, bytes, 0, 0);
+    hami_fake_book_unlock();
+}
+
+/* How far a device's queue may run ahead of its launchers, in ns: $HAMI_FAKE_QUEUE_US, default 50 ms. */
+static inline uint64_t hami_fake_queue_ns(void) {
+    static uint64_t cached = UINT64_MAX;
+    uint64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v != UINT64_MAX) return v;
+    const char *e = getenv("HAMI_FAKE_QUEUE_US");
+    v = (e && *e) ? strtoull(e, NULL, 10) * 1000ull : 50000000ull;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    return v;
 }
 
 /* Runs a fake kernel of duration_ns: it takes the next free interval of the
  * device's timeline (kernels of all processes serialise, like one busy engine).
- * The caller sleeps until its kernel *starts*, i.e. a launch queue one kernel
- * deep: a launch loop can keep the device 100% busy even with short kernels,
- * and a launcher never runs ahead of the device.  Busy time is counted when
- * the kernel is queued, so counters lead the timeline by at most one kernel. */
+ * The caller returns at once while the device's queue reaches less than
+ * hami_fake_queue_ns() ahead, and otherwise sleeps until it does: launches are
+ * asynchronous, as on a real device, so a launch loop keeps the device 100% busy
+ * even with short kernels, and a launcher that waits a while for a CPU -- on a
+ * loaded machine -- does not leave the device idle meanwhile.  Busy time is
+ * counted when the kernel is queued, so counters lead the timeline by at most
+ * the queue (a throttled launcher's queue is about empty). */
 static inline void hami_fake_run_kernel(hami_fake_device *d, hami_fake_proc *p, uint64_t duration_ns) {
     __atomic_fetch_add(&d->launches, 1, __ATOMIC_RELAXED);
     if (p) __atomic_fetch_add(&p->launches, 1, __ATOMIC_RELAXED);
@@ -420,8 +530,10 @@ static inline void hami_fake_run_kernel(hami_fake_device *d, hami_fake_proc *p, 
                                           __ATOMIC_ACQUIRE));
     __atomic_fetch_add(&d->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
     if (p) __atomic_fetch_add(&p->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
-    if (start > now) {
-        struct timespec ts = {(time_t)(start / 1000000000ull), (long)(start % 1000000000ull)};
+    uint64_t queue = hami_fake_queue_ns();
+    if (start > now + queue) {
+        uint64_t wake = start - queue;
+        struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
         }
     }

@@ -9,15 +9,24 @@ independently of NVML: the busy nanoseconds of its own pids in the fake state ov
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 from hami_devices import limiter
-from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
+from hami_devices.limiter import DeviceLimit, Region
 from tests.limiter.conftest import Drivers
 from tests.limiter.helpers import Env, need
-from tests.limiter.test_compute import RUN_S, TOLERANCE, WARMUP_S, WINDOW_S
+from tests.limiter.test_compute import (
+    TOLERANCE,
+    WARMUP_S,
+    WINDOW_S,
+    Load,
+    busy,
+    start,
+    stop,
+    timed_snapshot,
+    wait_until_launching,
+)
 
 # Two GPUs with the fake NVML's default UUIDs and bus ids (which the fake libcuda reports too).
 FIXTURE = "[gpu]\nname = NVIDIA Fake GPU\n[gpu]\nname = NVIDIA Fake GPU\n"
@@ -32,31 +41,25 @@ def nvml_env(wenv: Env, name: str, fixture: str = FIXTURE, **extra: str) -> dict
     return env
 
 
-def launch(drivers: Drivers, env: dict[str, str], region: Path, devices: str = "0") -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(drivers.cuda), "launch", "kernel", "1000", str(RUN_S), devices],
-        env={**env, "HAMI_REGION_PATH": str(region)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def launch(drivers: Drivers, env: dict[str, str], region: Path, devices: str = "0") -> Load:
+    return start(drivers, {**env, "HAMI_REGION_PATH": str(region)}, "kernel", 1000, devices)
 
 
-def pid_busy(state: Path, pids: list[int]) -> int:
-    return sum(fake_gpu_snapshot(state)[0].process_busy_ns.get(pid, 0) for pid in pids)
+def pid_busy(state: Path, pids: list[int]) -> tuple[int, float]:
+    snapshot, at = timed_snapshot(state)
+    return sum(snapshot[0].process_busy_ns.get(pid, 0) for pid in pids), at
 
 
-def shares(groups: list[tuple[Path, list[subprocess.Popen[str]]]]) -> list[float]:
+def shares(groups: list[list[Load]]) -> list[float]:
     """Percent of the window each group's pids kept their device busy, after the warm-up."""
+    loads = [load for group in groups for load in group]
+    wait_until_launching(loads)
     time.sleep(WARMUP_S)
-    before, t0 = [pid_busy(s, [p.pid for p in ps]) for s, ps in groups], time.monotonic()
+    before = [pid_busy(g[0].state, [load.proc.pid for load in g]) for g in groups]
     time.sleep(WINDOW_S)
-    after, t1 = [pid_busy(s, [p.pid for p in ps]) for s, ps in groups], time.monotonic()
-    for _, procs in groups:
-        for proc in procs:
-            _, err = proc.communicate(timeout=30)
-            assert proc.returncode == 0, err
-    return [(a - b) / (t1 - t0) / 1e7 for a, b in zip(after, before, strict=True)]
+    after = [pid_busy(g[0].state, [load.proc.pid for load in g]) for g in groups]
+    stop(loads)
+    return [(a - b) / (t1 - t0) / 1e7 for (a, t1), (b, t0) in zip(after, before, strict=True)]
 
 
 def test_two_allocations_on_one_gpu_each_hold_their_share(drivers: Drivers, wenv: Env) -> None:
@@ -77,8 +80,7 @@ def test_two_allocations_on_one_gpu_each_hold_their_share(drivers: Drivers, wenv
         a, b = wenv.tmp / f"{name}-a.r", wenv.tmp / f"{name}-b.r"
         Region.create(a, [DeviceLimit(0, 30)]).close()
         Region.create(b, [DeviceLimit(0, 50)]).close()
-        state = Path(env["HAMI_FAKE_GPU_STATE"])
-        groups += [(state, [launch(drivers, env, a), launch(drivers, env, a)]), (state, [launch(drivers, env, b)])]
+        groups += [[launch(drivers, env, a), launch(drivers, env, a)], [launch(drivers, env, b)]]
     per_a, per_b, wide_a, _ = shares(groups)
     assert abs(per_a - 30) <= TOLERANCE and abs(per_b - 50) <= TOLERANCE, (per_a, per_b)
     assert wide_a < 30 - 3 * TOLERANCE, wide_a
@@ -97,13 +99,12 @@ def test_cuda_ordinals_are_matched_to_nvml_devices_by_uuid(drivers: Drivers, wen
         HAMI_FAKE_CUDA_VISIBLE_DEVICES="1,0",
     )
     Region.create(wenv.region, [DeviceLimit(0, 30), DeviceLimit(0, 70)]).close()
-    proc = launch(drivers, env, wenv.region, "0,1")
-    state = Path(env["HAMI_FAKE_GPU_STATE"])
+    load = launch(drivers, env, wenv.region, "0,1")
+    wait_until_launching([load])
     time.sleep(WARMUP_S)
-    before, t0 = [d.busy_ns for d in fake_gpu_snapshot(state)], time.monotonic()
+    before, t0 = busy(load.state)
     time.sleep(WINDOW_S)
-    after, t1 = [d.busy_ns for d in fake_gpu_snapshot(state)], time.monotonic()
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    after, t1 = busy(load.state)
+    stop([load])
     gpu0, gpu1 = [(a - b) / (t1 - t0) / 1e7 for a, b in zip(after, before, strict=True)]
     assert abs(gpu1 - 30) <= TOLERANCE and abs(gpu0 - 70) <= TOLERANCE, (gpu1, gpu0)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import time
-
 import pytest
 
-from hami_devices.limiter import fake_gpu_snapshot
 from tests.limiter.conftest import Drivers
 from tests.limiter.helpers import Env, fields, run
+from tests.limiter.test_compute import TOLERANCE, UNTIL_STOPPED, launcher, utilization
 
 MIB = 1 << 20
 ACL_ERROR_RT_MEMORY_ALLOCATION = "207001"
@@ -43,11 +40,11 @@ def test_cambricon_memory_limit(drivers: Drivers, wenv: Env, api: str, oom: str)
 
 def test_ascend_and_cambricon_launches_are_throttled(drivers: Drivers, wenv: Env) -> None:
     runs = {
-        "acl": ([drivers.acl, "launch", "1000", "3.5"], "libhami_ascend.so"),
-        "cnrt": ([drivers.cn, "launch", "cnrt", "1000", "3.5"], "libhami_cambricon.so"),
-        "cndrv": ([drivers.cn, "launch", "cndrv", "1000", "3.5"], "libhami_cambricon.so"),
+        "acl": ([drivers.acl, "launch", "1000", UNTIL_STOPPED], "libhami_ascend.so"),
+        "cnrt": ([drivers.cn, "launch", "cnrt", "1000", UNTIL_STOPPED], "libhami_cambricon.so"),
+        "cndrv": ([drivers.cn, "launch", "cndrv", "1000", UNTIL_STOPPED], "libhami_cambricon.so"),
     }
-    procs = {}
+    loads = []
     for name, (cmd, shim) in runs.items():
         env = wenv.build(
             shim,
@@ -56,15 +53,6 @@ def test_ascend_and_cambricon_launches_are_throttled(drivers: Drivers, wenv: Env
             HAMI_FAKE_GPU_STATE=str(wenv.tmp / f"{name}.state"),
             HAMI_REGION_PATH=str(wenv.tmp / f"{name}.region"),
         )
-        procs[name] = subprocess.Popen([str(c) for c in cmd], env=env, stdout=subprocess.PIPE, text=True)
-    time.sleep(1.0)
-    before = {n: fake_gpu_snapshot(wenv.tmp / f"{n}.state")[0].busy_ns for n in runs}
-    t0 = time.monotonic()
-    time.sleep(2.0)
-    after = {n: fake_gpu_snapshot(wenv.tmp / f"{n}.state")[0].busy_ns for n in runs}
-    elapsed = time.monotonic() - t0
-    for name, proc in procs.items():
-        proc.communicate(timeout=30)
-        assert proc.returncode == 0, name
-        got = (after[name] - before[name]) / elapsed / 1e7
-        assert abs(got - 30) <= 5, f"{name}: {got:.1f}%"
+        loads.append(launcher([str(c) for c in cmd], env))
+    for name, got in zip(runs, utilization(loads), strict=True):
+        assert abs(got[0] - 30) <= TOLERANCE, f"{name}: {got[0]:.1f}%"

@@ -123,9 +123,7 @@ __attribute__((destructor)) static void give_back_all(void) {
     if (!g_state) return;
     for (int d = 0; d < g_count; d++) {
         hami_fake_proc *p = g_proc[d];
-        if (!p) continue;
-        uint64_t b = __atomic_exchange_n(&p->used_bytes, 0, __ATOMIC_ACQ_REL);
-        __atomic_fetch_sub(&state_of(d)->used_bytes, b, __ATOMIC_ACQ_REL);
+        if (p) hami_fake_mem_give_all(state_of(d), p);
     }
 }
 
@@ -311,6 +309,8 @@ CUresult fake_take(int dev, uint64_t bytes) {
 }
 
 void fake_give(int dev, uint64_t bytes) { hami_fake_mem_give(state_of(dev), proc_of(dev), bytes); }
+void fake_disown(int dev, uint64_t bytes) { hami_fake_mem_disown(state_of(dev), proc_of(dev), bytes); }
+void fake_give_unowned(int dev, uint64_t bytes) { hami_fake_mem_give(state_of(dev), NULL, bytes); }
 
 /* The 32-bit ABI's allocations come from below 4 GiB, where its pointers reach. */
 static uint64_t g_next_low_addr = 0x10000000ull;

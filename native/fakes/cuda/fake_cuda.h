@@ -62,6 +62,11 @@ hami_fake_proc *fake_proc_of(int dev);
 /* Takes bytes of the device's capacity for this process (CUDA_ERROR_OUT_OF_MEMORY when full). */
 CUresult fake_take(int dev, uint64_t bytes);
 void fake_give(int dev, uint64_t bytes);
+/* Exported memory: the exporter's bytes stay on the device but leave its count (disown), and go
+ * back to the device when the last holder lets go (give_unowned).  Through fake_cuda.c: the
+ * fake state's books are kept by the translation unit that mapped it. */
+void fake_disown(int dev, uint64_t bytes);
+void fake_give_unowned(int dev, uint64_t bytes);
 /* The pre-12.2 advice (CUDA 13's cuda.h gives the name to the location form; the fake exports both). */
 CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device);
 /* cuMemAlloc of the 32-bit ABI: an address below 4 GiB (fake_cuda_v1.c). */

@@ -130,7 +130,7 @@ static void free_if_unheld(int entry) {
         __atomic_store_n(&e->state, 1, __ATOMIC_RELEASE);
         return;
     }
-    __atomic_fetch_sub(&fake_state_of(device)->used_bytes, e->size, __ATOMIC_ACQ_REL);
+    fake_give_unowned(device, e->size);
     e->id = 0;
     __atomic_store_n(&e->state, 0, __ATOMIC_RELEASE);
 }
@@ -166,7 +166,7 @@ int fake_share_export(int device, uint64_t size, uint64_t *id_out) {
         e->size = size;
         hold(i, device);
         /* The memory now belongs to the entry, not to this process's count. */
-        __atomic_fetch_sub(&fake_proc_of(device)->used_bytes, size, __ATOMIC_ACQ_REL);
+        fake_disown(device, size);
         __atomic_store_n(&e->state, 1, __ATOMIC_RELEASE);
         *id_out = e->id;
         return i;

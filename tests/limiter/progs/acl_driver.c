@@ -1,6 +1,6 @@
 /* Test driver for the Ascend shim, linked against the fake libascendcl.so.
  *   acl_driver oom BYTES       fill to BYTES (the limit), then one byte more
- *   acl_driver launch US SECS  launch loop of US-microsecond kernels */
+ *   acl_driver launch US SECS  launch loop of US-microsecond kernels (SECS 0: until SIGTERM) */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,14 +8,9 @@
 #include <time.h>
 
 #include "hami_acl_api.h"
+#include "launch_loop.h"
 
 void hamiFakeAclSetKernelNs(uint64_t ns);
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -36,9 +31,9 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "launch") && argc >= 4) {
         hamiFakeAclSetKernelNs(strtoull(argv[2], NULL, 10) * 1000ull);
-        double end = now_s() + atof(argv[3]);
+        double until = launch_loop_until(atof(argv[3]));
         long n = 0;
-        while (now_s() < end) {
+        while (launch_loop_on(until)) {
             if (aclrtLaunchKernel(NULL, 1, NULL, 0, NULL) != ACL_SUCCESS) return 5;
             n++;
         }

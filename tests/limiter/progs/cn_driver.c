@@ -1,6 +1,6 @@
 /* Test driver for the Cambricon shim, linked against the fake libcnrt.so and libcndrv.so.
  *   cn_driver oom cnrt|cndrv BYTES       fill to BYTES (the limit), then one byte more
- *   cn_driver launch cnrt|cndrv US SECS  launch loop */
+ *   cn_driver launch cnrt|cndrv US SECS  launch loop (SECS 0: until SIGTERM) */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,15 +9,10 @@
 
 #include "hami_cndrv_api.h"
 #include "hami_cnrt_api.h"
+#include "launch_loop.h"
 
 void hamiFakeCnrtSetKernelNs(uint64_t ns);
 void hamiFakeCndrvSetKernelNs(uint64_t ns);
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -53,9 +48,9 @@ int main(int argc, char **argv) {
         uint64_t ns = strtoull(argv[3], NULL, 10) * 1000ull;
         if (drv) hamiFakeCndrvSetKernelNs(ns); else hamiFakeCnrtSetKernelNs(ns);
         cnrtDim3_t dim = {1, 1, 1};
-        double end = now_s() + atof(argv[4]);
+        double until = launch_loop_until(atof(argv[4]));
         long n = 0;
-        while (now_s() < end) {
+        while (launch_loop_on(until)) {
             int rc = drv ? (int)cnInvokeKernel(NULL, 1, 1, 1, CN_KERNEL_CLASS_BLOCK, 0, NULL, NULL, NULL)
                          : (int)cnrtInvokeKernel(NULL, dim, cnrtFuncTypeBlock, NULL, 0, NULL);
             if (rc != 0) return 5;

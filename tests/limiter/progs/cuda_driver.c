@@ -8,16 +8,19 @@
  *                                         explicit pool, freed in stream order with occasional syncs
  *   cuda_driver waitalloc BYTES           retry cuMemAlloc until admitted; print WAITING, then ADMITTED <ns>
  *   cuda_driver hold BYTES                allocate, print READY, sleep
- *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1"
+ *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1";
+ *                                         SECS 0: until SIGTERM (launch_loop.h)
  *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
  *   cuda_driver bench N                   ns per alloc+free pair and per empty launch
  *   cuda_driver allocbench N BYTES        ns per cuMemAlloc_v2+cuMemFree_v2 pair of BYTES
  *   cuda_driver churn MS MAXB SEED        2 threads allocate and free at random for MS ms, then exit
  *   cuda_driver chaos RUNS WORKERS RUN_MS KILL_MS MAXB   chaos storms: in each run WORKERS churn
  *                                         processes (re-executed from this binary, with its environment)
- *                                         are SIGKILLed one every KILL_MS ms and replaced; then the run
- *                                         winds down and any worker still alive 5 s after its end is hung.
- *                                         Prints "runs=R kills=K hangs=H" (the parent makes no CUDA call)
+ *                                         are SIGKILLed one every KILL_MS ms and replaced, RUN_MS/KILL_MS
+ *                                         kills a run however slowly a loaded machine runs the loop; then
+ *                                         the run winds down and any worker still alive 5 s after the last
+ *                                         kill's replacement was due to end is hung.  Prints
+ *                                         "runs=R kills=K hangs=H failed=F" (the parent makes no CUDA call)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,6 +36,7 @@
 #include <unistd.h>
 
 #include "hami_cuda_api.h"
+#include "launch_loop.h"
 
 void hamiFakeCudaSetKernelNs(uint64_t ns);
 
@@ -222,8 +226,8 @@ static void *launch_thread(void *arg) {
     memset(&cfg, 0, sizeof cfg);
     cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
     cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
-    double end = now_s() + a->secs;
-    while (now_s() < end) {
+    double until = launch_loop_until(a->secs);
+    while (launch_loop_on(until)) {
         int rc;
         if (!strcmp(a->kind, "ex")) rc = cuLaunchKernelEx(&cfg, f, NULL, NULL);
         else if (!strcmp(a->kind, "coop")) rc = cuLaunchCooperativeKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL);
@@ -381,15 +385,18 @@ static void nap_ms(long ms) {
 
 static int cmd_chaos(int runs, int workers, long run_ms, long kill_ms, size_t maxb) {
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
-    if (n <= 0 || workers < 1 || workers > 64) return 2;
+    if (n <= 0 || workers < 1 || workers > 64 || kill_ms < 1) return 2;
     g_self[n] = '\0';
     unsigned seed = (unsigned)getpid();
-    long kills = 0, hangs = 0, failed = 0;
+    long kills = 0, hangs = 0, failed = 0, per_run = run_ms / kill_ms > 0 ? run_ms / kill_ms : 1;
     pid_t live[64];
     for (int run = 0; run < runs; run++) {
-        double end = now_s() + (double)run_ms / 1e3;
+        double end = now_s() + (double)run_ms / 1e3, last_end = end;
         for (int i = 0; i < workers; i++) live[i] = spawn_churn(run_ms, maxb, rand_r(&seed));
-        while (now_s() < end) {
+        /* Counted kills, not a timed spell: on a loaded machine the naps run long and a timed run
+         * would kill less.  Each kill lands on a live worker; a replacement lives a few kill
+         * intervals at least, so that there is someone to kill when the run's time is up. */
+        for (long done = 0; done < per_run;) {
             nap_ms(kill_ms);
             int i = (int)(rand_r(&seed) % (unsigned)workers);
             int status;
@@ -397,21 +404,24 @@ static int cmd_chaos(int runs, int workers, long run_ms, long kill_ms, size_t ma
                 kill(live[i], SIGKILL);
                 waitpid(live[i], &status, 0);
                 kills++;
+                done++;
             } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 failed++;
             }
             long left = (long)((end - now_s()) * 1e3);
-            live[i] = spawn_churn(left > 1 ? left : 1, maxb, rand_r(&seed));
+            if (left < 4 * kill_ms) left = 4 * kill_ms;
+            live[i] = spawn_churn(left, maxb, rand_r(&seed));
+            if (now_s() + (double)left / 1e3 > last_end) last_end = now_s() + (double)left / 1e3;
         }
-        /* Wind down: every worker ends on its own shortly after the run, unless it hangs. */
-        double deadline = end + 5.0;
+        /* Wind down: every worker ends on its own shortly after its time is up, unless it hangs. */
+        double deadline = last_end + 5.0;
         for (int i = 0; i < workers; i++) {
             int status;
             pid_t got;
             while ((got = waitpid(live[i], &status, WNOHANG)) == 0 && now_s() < deadline) nap_ms(1);
             if (got == 0) {
                 hangs++;
-                fprintf(stderr, "run %d: worker %d still alive 5 s after the run\n", run, (int)live[i]);
+                fprintf(stderr, "run %d: worker %d still alive 5 s after its time was up\n", run, (int)live[i]);
                 kill(live[i], SIGKILL);
                 waitpid(live[i], &status, 0);
             } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
