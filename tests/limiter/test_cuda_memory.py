@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hami_devices import limiter
-from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
+from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot, fake_state
 from tests.limiter.conftest import Drivers
 from tests.limiter.helpers import Env, fields, run
 
@@ -129,7 +128,7 @@ def test_storm_never_passes_the_limit(drivers: Drivers, wenv: Env) -> None:
 
 def _fake_slot_pids(state: Path) -> list[int]:
     """Pids of the fake device 0's process slots, duplicates kept (the snapshot keys them by pid)."""
-    raw = limiter._FakeState.from_buffer_copy(state.read_bytes())
+    raw = fake_state._FakeState.from_buffer_copy(state.read_bytes())
     return [p.pid for p in raw.devices[0].procs if p.pid != 0]
 
 
