@@ -62,7 +62,8 @@ class Shape:
     def need_on(self, mem_cap: IntArray) -> IntArray:
         """Thousandths of a device of ``mem_cap`` MiB this shape needs on it."""
         by_memory = np.ceil(self.gpu_mem_mib * MILLI / np.maximum(mem_cap, 1)).astype(np.int64)
-        return np.minimum(np.maximum(by_memory, self.gpu_milli), MILLI)
+        # A device smaller than the shape's memory can never hold it: none of its share is usable.
+        return np.where(by_memory > MILLI, NEVER, np.minimum(np.maximum(by_memory, self.gpu_milli), MILLI))
 
 
 @dataclass(frozen=True)

@@ -330,8 +330,12 @@ class Tables(NodeTable):
 
     def free_share_milli(self, rows: IntArray) -> IntArray:
         """Free share of each device in thousandths: the scarcer of memory and cores."""
-        mem = 1.0 - self.mem_used[rows] / np.maximum(self.mem_capacity(rows), 1)
-        cores = 1.0 - self.cores_used[rows] / np.maximum(self.core_cap[rows], 1)
+        return self.free_share_after(rows, 0, 0)
+
+    def free_share_after(self, rows: IntArray, memory: IntArray | int, cores: IntArray | int) -> IntArray:
+        """Free share of each device in thousandths once it also gives ``memory`` MiB and ``cores``."""
+        mem = 1.0 - (self.mem_used[rows] + memory) / np.maximum(self.mem_capacity(rows), 1)
+        cores = 1.0 - (self.cores_used[rows] + cores) / np.maximum(self.core_cap[rows], 1)
         share = np.minimum(mem, cores)
         share = np.where(self.exclusive[rows] | ~self.healthy[rows], 0.0, share)
         return np.clip(np.floor(share * 1000 + 1e-9), 0, 1000).astype(np.int64)

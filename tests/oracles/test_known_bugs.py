@@ -106,7 +106,6 @@ def _fragmentation_engine(cluster: hd.ClusterState, shape: dict[str, int]) -> hd
     return hd.configure_engine(cluster, config)
 
 
-@pytest.mark.xfail(strict=True, reason="fragmentation: the rise assumes the free share drops by the larger fraction")
 def test_the_scored_rise_is_the_rise_of_the_nodes_fragmentation() -> None:
     """A T4 half full of memory (free share 500: the scarcer of 50 % memory and 100 % cores); a task of
     40 % of the cores and 10 % of the memory leaves it 40 % of each, a free share of 400, so for a mix
@@ -127,7 +126,6 @@ def test_the_scored_rise_is_the_rise_of_the_nodes_fragmentation() -> None:
     assert score == fgd_paper.fgd_score(rise)
 
 
-@pytest.mark.xfail(strict=True, reason="fragmentation: a shape's need is capped at a whole device")
 def test_a_device_too_small_for_a_shape_is_fragmented_for_it() -> None:
     """FGD: a task's fragment is the node's unallocated GPU share the task cannot use.  A task asking
     24,000 MiB cannot use an idle 16,000 MiB device (the engine refuses it there), so for a mix of only

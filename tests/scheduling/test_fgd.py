@@ -81,7 +81,8 @@ def test_host_memory_counts_as_fragmentation(make_cluster: ClusterFactory) -> No
 
 def test_a_shape_given_in_mib_needs_a_different_share_of_each_device() -> None:
     shape = fgd.Shape(0, 100, 1, gpu_mem_mib=8_000)  # 8 GB and 10% of the cores
-    assert shape.need_on(np.array([16_000, 80_000, 4_000])).tolist() == [500, 100, 1000]
+    # a 4 GB device cannot hold it at all: no free share there reaches its need (it is all fragmented)
+    assert shape.need_on(np.array([16_000, 80_000, 8_000, 4_000])).tolist() == [500, 100, 1000, fgd.NEVER]
 
 
 def test_a_slot_a_shape_does_not_accept_is_fragmented_for_it(make_cluster: ClusterFactory) -> None:

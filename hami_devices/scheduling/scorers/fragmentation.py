@@ -93,10 +93,13 @@ class FragmentationScorer(Scorer):
             taken = np.full(rows.size, MILLI * part.count, dtype=np.int64)
             left = np.zeros(rows.size, dtype=np.int64)
         else:
-            per_device = np.clip(np.ceil(ctx.share * MILLI - 1e-9), 1, MILLI).astype(np.int64)
+            # What the device's free share (the scarcer of memory and cores) really drops by: a task
+            # that takes mostly the plentiful resource can leave the share as it was.
+            free = idx.free[nodes, idx.slot_of[rows]]
+            left = np.clip(c.free_share_after(rows, ctx.memory, ctx.granted_cores), 0, free)
+            per_device = free - left
             delta = idx.share_deltas(rows, per_device, cpu, mem)
             taken = per_device * part.count
-            left = idx.free[nodes, idx.slot_of[rows]] - per_device
         first = sigmoid_score(delta)
         scarcity = idx.scarcity[nodes, idx.slot_of[rows]]
         gate = scarcity <= scarcity[first == first.max()].min() + 1e-12
