@@ -1,9 +1,9 @@
 """Product bugs the oracles found, each as its smallest reproduction, asserting what the specification says.
 
-Those still open are strict xfails: each fails today, and the day the product
-is fixed it passes, strict makes that a failure, and the marker (and the
-matching limit on the property's draws, named in each reason) should go.  The
-fixed ones stay as plain tests, so that they stay fixed.
+All seven found so far are fixed; each stays here as a plain test, so that it
+stays fixed, and the property tests that found them now draw the cases they
+were once kept away from.  A new finding goes here as a strict xfail, whose
+reason names the limit put on the property's draws until it is fixed.
 """
 
 from __future__ import annotations

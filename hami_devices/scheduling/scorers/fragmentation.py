@@ -83,7 +83,11 @@ class FragmentationScorer(Scorer):
         c, rows, part, request = ctx.cluster, ctx.rows, ctx.part, ctx.request
         cpu, mem = request.host_cpu_milli, request.host_memory_mib
         nodes = c.node[rows]
-        if part.exclusive:  # every whole free device of a node rises alike: once per node
+        if part.exclusive and part.count == 1:  # one whole device: its own rise (a node's devices differ)
+            delta = idx.share_deltas(rows, np.full(rows.size, MILLI, dtype=np.int64), cpu, mem)
+            taken = np.full(rows.size, MILLI, dtype=np.int64)
+            left = np.zeros(rows.size, dtype=np.int64)
+        elif part.exclusive:  # several whole devices: the node's rise for any that many of its whole free ones
             at = np.zeros(len(c.node_names), dtype=bool)
             at[nodes] = True
             unique = np.flatnonzero(at)
