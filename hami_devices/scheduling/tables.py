@@ -334,9 +334,9 @@ class Tables(NodeTable):
 
     def free_share_after(self, rows: IntArray, memory: IntArray | int, cores: IntArray | int) -> IntArray:
         """Free share of each device in thousandths once it also gives ``memory`` MiB and ``cores``."""
-        mem = 1.0 - (self.mem_used[rows] + memory) / np.maximum(self.mem_capacity(rows), 1)
-        cores = 1.0 - (self.cores_used[rows] + cores) / np.maximum(self.core_cap[rows], 1)
-        share = np.minimum(mem, cores)
+        mem_free = 1.0 - (self.mem_used[rows] + memory) / np.maximum(self.mem_capacity(rows), 1)
+        cores_free = 1.0 - (self.cores_used[rows] + cores) / np.maximum(self.core_cap[rows], 1)
+        share = np.minimum(mem_free, cores_free)
         share = np.where(self.exclusive[rows] | ~self.healthy[rows], 0.0, share)
         return np.clip(np.floor(share * 1000 + 1e-9), 0, 1000).astype(np.int64)
 
