@@ -7,6 +7,7 @@ from the grants on the device.  The capacities come from the configuration.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ def usage_of(grants: Iterable[Grant]) -> DeviceUsage:
     return usage
 
 
+@functools.lru_cache(maxsize=256)  # a handful of configured factors, asked for each device evaluated
 def decimal_product(*factors: float) -> float:
     """The product of factors a user wrote as decimals (1.5 x 0.7 is 1.05, not 1.0499999999999998)."""
     exact = Fraction(1)

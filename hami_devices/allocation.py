@@ -20,6 +20,7 @@ after any crash; a refusal changes nothing, so its event is written on its own.
 from __future__ import annotations
 
 import logging
+import operator
 import re
 import threading
 from collections import OrderedDict, defaultdict
@@ -74,11 +75,14 @@ class _DeviceSet:
     by_uuid: dict[str, Device]
     adapters: dict[str, VendorAdapter]
     engines: dict[tuple[str, str], Engine] = field(default_factory=dict)
+    key: tuple[int, ...] = ()
+    sequence: Sequence[Device] | None = None  # the list last given for it, held so that its id stays its own
 
 
 KEPT_DEVICE_SETS = 8
 """Device lists whose derived state ``device_set`` keeps (least recently used dropped first)."""
 _KEPT: OrderedDict[tuple[int, ...], _DeviceSet] = OrderedDict()
+_BY_SEQUENCE: dict[int, _DeviceSet] = {}  # id of the list each kept set was last given as -> that set
 _KEPT_LOCK = threading.Lock()
 
 
@@ -89,8 +93,21 @@ def device_set(devices: Sequence[Device]) -> _DeviceSet:
     is kept no other object can take one of their ids.  A node agent that allocates from thousands of
     devices then pays for the cluster state once, not per allocation.
     """
-    key = tuple(map(id, devices))
     generation = FACTS.value
+    with _KEPT_LOCK:
+        # A node agent passes the same list each time: know it again by identity, element by element,
+        # without building and hashing a key of thousands of ids.
+        kept = _BY_SEQUENCE.get(id(devices))
+        if (
+            kept is not None
+            and kept.sequence is devices
+            and kept.generation == generation
+            and len(devices) == len(kept.devices)
+            and all(map(operator.is_, devices, kept.devices))
+        ):
+            _KEPT.move_to_end(kept.key)
+            return kept
+    key = tuple(map(id, devices))
     with _KEPT_LOCK:
         kept = _KEPT.pop(key, None)
         if kept is not None and kept.generation != generation:
@@ -110,9 +127,12 @@ def device_set(devices: Sequence[Device]) -> _DeviceSet:
                 {d.uuid: d for d in devices},
                 {d.info.vendor: d.adapter for d in devices},
             )
+        kept.key, kept.sequence = key, devices
         _KEPT[key] = kept
         while len(_KEPT) > KEPT_DEVICE_SETS:
             _KEPT.popitem(last=False)
+        _BY_SEQUENCE.clear()
+        _BY_SEQUENCE.update((id(k.sequence), k) for k in _KEPT.values() if k.sequence is not None)
     return kept
 
 

@@ -199,3 +199,20 @@ def test_topology_required_refuses_a_pcie_only_set() -> None:
     assert ReasonCode.NODE_TOPOLOGY_UNSATISFIED in info.value.codes
     nvlink = simulated(node("n", {"vendor": "nvidia", "model": "H100", "count": 2, "link": "nvlink"}))
     assert len(allocate(nvlink, {"topology": "required", "parts": [{"count": 2, "memory_mib": 10}]}).grants) == 2
+
+
+def test_a_list_changed_in_place_is_allocated_from_what_it_now_holds() -> None:
+    """``allocate`` keeps what it derives from a device list between calls; a list the caller edits in
+    place between two calls must be read again, not recognised by its identity."""
+    t4s = simulated(node("n1", {**T4, "count": 2}))
+    given = [t4s[0]]
+    first = allocate(given, {"parts": [{"cores": 100}]})
+    assert [g.uuid for g in first.grants] == [t4s[0].uuid]
+    given[0] = t4s[1]  # same list object, another device
+    second = allocate(given, {"parts": [{"cores": 100}]})
+    assert [g.uuid for g in second.grants] == [t4s[1].uuid]
+    given.append(t4s[0])  # and a longer list: the first device is held whole, so the second is refused
+    with pytest.raises(InsufficientResources):
+        allocate(given, {"parts": [{"cores": 100}]})
+    release(first)
+    assert [g.uuid for g in allocate(given, {"parts": [{"cores": 100}]}).grants] == [t4s[0].uuid]
