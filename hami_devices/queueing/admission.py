@@ -18,6 +18,9 @@ from hami_devices.queueing.tasks import Task
 from hami_devices.queueing.tree import QueueTree, exceeds
 from hami_devices.scheduling.engine import Engine, Placement
 
+LENDING_REASONS = frozenset({WaitReason.LENDING_LIMIT, WaitReason.GUARANTEES_RESERVED})
+"""Refusals of a placement that fits, for what it would borrow."""
+
 
 def judge_quota(
     tree: QueueTree, resources: Resources, engine: Engine, task: Task, placement: Placement

@@ -44,7 +44,7 @@ from hami_devices.config import HamiConfig, load_config
 from hami_devices.errors import InvalidRequest
 from hami_devices.inventory import Inventory
 from hami_devices.models import ResourceRequest
-from hami_devices.queueing.admission import judge_quota
+from hami_devices.queueing.admission import LENDING_REASONS, judge_quota
 from hami_devices.queueing.events import Event, EventKind, WaitReason
 from hami_devices.queueing.evictions import Evictions, PreemptionPlan
 from hami_devices.queueing.prefilter import fits_any
@@ -287,6 +287,9 @@ class AdmissionLoop(Evictions):
             if placement is not None:
                 placement, charge, reason, why = judge_quota(self.tree, self.resources, self.engine, task, placement)
                 if placement is None:
+                    # It fits but may not borrow what is free.  An admission later in the pass can take the
+                    # room it fits in, and a task that does not fit may evict: that calls for another pass.
+                    self._blocked_in_pass |= self.preemptive and reason in LENDING_REASONS
                     self._wait(task, reason, why, now)
                     return False
                 self._book(task, placement, charge, now)

@@ -228,8 +228,34 @@ RECLAIM_AFTER_REMEMBERED_REFUSAL = {
 }
 
 
+# A draw of a mutation run's seed: at 5, t1 fit but could not borrow (c keeps 100 back); t5's admission
+# then took the room it fit in, so evicting b's own lower-priority t0 became allowed, yet no pass followed.
+PRIORITY_AFTER_LENDING_REFUSAL = {
+    "nodes": [2, 4],
+    "queues": {"queues": [
+        {"name": "a", "weight": 1, "limit": {"device-cores": 100}, "strict-fifo": True,
+         "preemption": {"reclaim-within-cohort": "any", "within-queue": "never", "fair-share": False}},
+        {"name": "b", "weight": 1, "strict-fifo": False,
+         "preemption": {"reclaim-within-cohort": "any", "within-queue": "lower-priority", "fair-share": False}},
+        {"name": "c", "weight": 1, "guarantee": {"device-cores": 100}, "strict-fifo": True,
+         "preemption": {"reclaim-within-cohort": "any", "within-queue": "never", "fair-share": False}},
+    ]},
+    "tasks": [
+        (0.0, None, ResourceRequest(name="t0", queue="b", preemptible=True, recomputable=False,
+                                    parts=[RequestPart(count=2, cores=100)])),
+        (5.0, None, ResourceRequest(name="t1", queue="b", priority=1, recomputable=False,
+                                    parts=[RequestPart(count=2, cores=100)])),
+        (0.0, None, _kept("t2", "a", 25)),
+        (0.0, None, _kept("t3", "a", 50)),
+        (0.0, None, _kept("t4", "b", 50)),
+        (5.0, None, _kept("t5", "b", 75)),
+    ],
+}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
+@example(PRIORITY_AFTER_LENDING_REFUSAL)
 @example(RECLAIM_AFTER_BORROW)
 @example(RECLAIM_AFTER_REMEMBERED_REFUSAL)
 def test_the_loop_settles_by_the_rules(scenario: dict[str, Any]) -> None:
