@@ -6,6 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# scripts/mutation.sh: every mutant meets the same draws, so a mutant is killed by the mutation, not by a
+# draw the unmutated code would fail too (`--hypothesis-profile=mutation`)
+settings.register_profile("mutation", derandomize=True, database=None)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"

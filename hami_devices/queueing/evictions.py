@@ -8,6 +8,7 @@ recomputed) and the task is booked at once.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +138,12 @@ class Evictions(LoopState):
         if self.tree.held(leaf.index) is not None:
             return None
         request = self._prepared(request)
-        task = Task(request.name or "<request>", request, leaf.index, now, -1)
+        # In line where it stands: a pending task of this queue keeps its own submission; any other request
+        # is asked about now, after every task already submitted (it outranks none of them by age).
+        known = self.tasks.get(request.name or "")
+        pending = known is not None and known.state == TaskState.PENDING and known.queue == leaf.index
+        submitted, seq = (known.submitted_at, known.seq) if pending and known else (now, sys.maxsize)
+        task = Task(request.name or "<request>", request, leaf.index, submitted, seq)
         task.shape = "<dry-run>"
         task.estimate = self.resources.estimate(request)
         if self.tree.over_limit(leaf.index, task.estimate) is not None:

@@ -253,8 +253,33 @@ PRIORITY_AFTER_LENDING_REFUSAL = {
 }
 
 
+# A draw of a mutation run's seed: asked about pending t8, preemption_for took it as submitted before
+# t4 (same time, a dry run's sequence number -1), so t4 looked newer and evictable.
+ASKED_IN_LINE = {
+    "nodes": [1, 1],
+    "queues": {"queues": [
+        {"name": "p", "guarantee": {"device-cores": 200}, "children": [
+            {"name": "a", "weight": 1, "state": "closed", "strict-fifo": True,
+             "preemption": {"reclaim-within-cohort": "any", "within-queue": "never", "fair-share": False}},
+            {"name": "b", "weight": 1, "guarantee": {"device-cores": 200}, "strict-fifo": True,
+             "preemption": {"reclaim-within-cohort": "any", "within-queue": "lower-or-newer-equal-priority",
+                            "fair-share": False}},
+        ]},
+        {"name": "c", "weight": 1, "strict-fifo": True,
+         "preemption": {"reclaim-within-cohort": "any", "within-queue": "never", "fair-share": False}},
+    ]},
+    "tasks": [
+        (0.0, None, _kept("t0", "b", 75)),
+        (0.0, None, _kept("t1", "a", 25)),
+        (15.0, None, _kept("t4", "b", 75, priority=2, preemptible=True)),
+        (15.0, None, _kept("t8", "b", 50, priority=2)),
+    ],
+}
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
+@example(ASKED_IN_LINE)
 @example(PRIORITY_AFTER_LENDING_REFUSAL)
 @example(RECLAIM_AFTER_BORROW)
 @example(RECLAIM_AFTER_REMEMBERED_REFUSAL)
