@@ -261,7 +261,7 @@ class QueueTree:
             )
         return None
 
-    def kept_back(self, q: int, *, everything: bool = False) -> Vector:
+    def kept_back(self, q: int, *, everything: bool) -> Vector:
         """Unused guarantee that queue ``q``'s subtree keeps back from borrowers.
 
         Lending limits keep back ``guarantee - lending-limit``; with ``everything`` the
@@ -271,7 +271,7 @@ class QueueTree:
         own: Vector = np.maximum(kept - self.usage[q], 0.0)
         children = self.nodes[q].children
         if children:
-            below = sum((self.kept_back(c, everything=everything) for c in children), np.zeros_like(own))
+            below = np.sum([self.kept_back(c, everything=everything) for c in children], axis=0)
             own = np.maximum(own, below)
         return own
 
@@ -302,9 +302,8 @@ class QueueTree:
         """Resources whose top-level guarantees add up to more than the cluster holds:
         (key, guaranteed, capacity), for ``queues check``; the shortfall is the difference."""
         tops = [n.index for n in self.nodes if n.parent is None]
-        total = self.guarantee[tops].sum(axis=0)
-        named = self.guarded[tops].any(axis=0)
-        over = np.flatnonzero(named & exceeds(total, self._capacity))
+        total = self.guarantee[tops].sum(axis=0)  # an unguaranteed resource sums to 0, which never exceeds
+        over = np.flatnonzero(exceeds(total, self._capacity))
         return [(self.resources.keys[k], float(total[k]), float(self._capacity[k])) for k in over]
 
     # ------------------------------------------------------------------ fair share
