@@ -140,9 +140,10 @@ class Evictions(LoopState):
         request = self._prepared(request)
         # In line where it stands: a pending task of this queue keeps its own submission; any other request
         # is asked about now, after every task already submitted (it outranks none of them by age).
+        submitted, seq = now, sys.maxsize
         known = self.tasks.get(request.name or "")
-        pending = known is not None and known.state == TaskState.PENDING and known.queue == leaf.index
-        submitted, seq = (known.submitted_at, known.seq) if pending and known else (now, sys.maxsize)
+        if known is not None and known.state == TaskState.PENDING and known.queue == leaf.index:
+            submitted, seq = known.submitted_at, known.seq
         task = Task(request.name or "<request>", request, leaf.index, submitted, seq)
         task.shape = "<dry-run>"
         task.estimate = self.resources.estimate(request)
