@@ -80,7 +80,7 @@ class QueueTree:
         self.limit = np.full((n, k), np.inf)
         self.kept = np.zeros((n, k))  # guarantee minus lending limit: never lent
         self.weight = np.ones(n)
-        self.min_runtime = np.array([node.spec.min_runtime for node in self.nodes], dtype=np.float64)
+        self.min_runtime = np.array([float(node.spec.min_runtime) for node in self.nodes])
         self.usage = np.zeros((n, k))
         for node in self.nodes:
             s = node.spec
@@ -230,17 +230,13 @@ class QueueTree:
 
     def below_guarantee(self, q: int) -> list[str]:
         """Keys on which queue ``q`` uses less than its guarantee."""
-        short = self.guarded[q] & falls_short(self.usage[q], self.guarantee[q])
+        short = falls_short(self.usage[q], self.guarantee[q])  # an unguarded key's guarantee is 0: never short
         return [self.resources.keys[k] for k in np.flatnonzero(short)]
 
     def lca(self, a: int, b: int) -> int | None:
-        pa, pb = self.nodes[a].path, self.nodes[b].path
-        common = None
-        for x, y in zip(pa, pb, strict=False):
-            if x != y:
-                break
-            common = x
-        return common
+        """The lowest queue on both paths (paths run from the top, so the shared queues are a prefix)."""
+        shared = [q for q in self.nodes[a].path if q in self.nodes[b].path]
+        return shared[-1] if shared else None
 
     def below_lca(self, victim_leaf: int, other_leaf: int) -> tuple[int, ...]:
         """The queues on ``victim_leaf``'s path that ``other_leaf`` does not share."""
@@ -250,7 +246,7 @@ class QueueTree:
 
     def floor_broken(self, q: int, removed: Vector) -> str | None:
         """Why taking ``removed`` from queue ``q`` would take it below its guarantee (None: it would not)."""
-        touched = self.guarded[q] & (removed > 0)
+        touched = removed > 0  # an unguarded key's guarantee is 0: taking never breaks it
         after = self.usage[q] - removed
         bad = np.flatnonzero(touched & falls_short(after, self.guarantee[q]))
         if bad.size:

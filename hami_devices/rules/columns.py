@@ -138,7 +138,7 @@ class _OneDeviceNames:
         self._uuid = info.uuid
 
     def vendor_ids(self, names: Sequence[str]) -> list[int]:
-        return [0 if n.lower() == self._vendor else -2 for n in names]
+        return [0] if any(n.lower() == self._vendor for n in names) else []
 
     def model_ids_matching(self, names: Sequence[str]) -> list[int]:
         return [0] if {normalize_model_name(n) for n in names} & self._models else []
@@ -152,17 +152,17 @@ def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_
     ``core_capacity``: the rule's, which a device's own node settings replace)."""
     traits = info.traits
 
-    def one(value: Any, dtype: Any = np.int64) -> Any:
-        return np.array([value], dtype=dtype)
+    def one(value: Any) -> Any:
+        return np.array([value])  # Python ints and bools give the columns' int64 and bool
 
     source = _OneDevice(
         vendor=one(0),
         model=one(0),
         numa=one(-1 if info.numa_node is None else info.numa_node),
-        has_traits=one(traits is not None, bool),
+        has_traits=one(traits is not None),
         tflops=np.array([[traits.peak_tflops.get(p, 0.0) if traits else 0.0 for p in PRECISIONS]]),
-        healthy=one(info.healthy, bool),
-        exclusive=one(usage.exclusive, bool),
+        healthy=one(info.healthy),
+        exclusive=one(usage.exclusive),
         sharers=one(usage.sharers),
         split=one(info.split_count),
         mem_total=one(info.memory_mib),
@@ -175,14 +175,7 @@ def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_
 
 
 
-_USAGE_COLUMNS = {
-    "mem_used": np.int64,
-    "cores_used": np.int64,
-    "sharers": np.int64,
-    "exclusive": bool,
-    "node_cpu_used": np.int64,
-    "node_mem_used": np.int64,
-}
+_USAGE_COLUMNS = {"mem_used", "cores_used", "sharers", "exclusive", "node_cpu_used", "node_mem_used"}
 _MAY_RETURN = {"healthy", "node_ok"}
 
 
@@ -200,7 +193,7 @@ class AsIfEmpty:
     def __getattr__(self, name: str) -> Any:
         column = getattr(self._source, name)
         if name in _USAGE_COLUMNS:
-            return np.zeros(column.shape, dtype=_USAGE_COLUMNS[name])
+            return np.zeros_like(column)
         if name in _MAY_RETURN:
-            return np.ones(column.shape, dtype=bool)
+            return np.ones_like(column)
         return column

@@ -94,9 +94,9 @@ class Apart:
 def memory_need(part: RequestPart, totals: IntArray) -> IntArray:
     """``part.memory_for(total)`` for each of ``totals`` (few distinct values: each is asked once)."""
     if part.memory_mib is not None:
-        return np.full(totals.shape, part.memory_mib, dtype=np.int64)
+        return np.full(totals.shape, part.memory_mib)  # an int fills int64
     distinct, where = np.unique(totals, return_inverse=True)
-    needs = np.fromiter((part.memory_for(int(t)) for t in distinct), dtype=np.int64, count=distinct.size)
+    needs = np.fromiter((part.memory_for(int(t)) for t in distinct), dtype=np.int64)
     return needs[where.reshape(totals.shape)]
 
 

@@ -49,15 +49,15 @@ class Limit:
 
     resource: str
     used: Callable[[ColumnView], Any]
-    need: Callable[[ColumnView, Any], Any]
+    need: Callable[[Any], Any]  # of the demand alone: what a part takes does not depend on where it lands
     cap: Callable[[ColumnView, Any], Any]
 
     def within(self, view: ColumnView, demand: Any) -> BoolArray:
-        return self.used(view) + self.need(view, demand) <= self.cap(view, demand)  # type: ignore[no-any-return]
+        return self.used(view) + self.need(demand) <= self.cap(view, demand)  # type: ignore[no-any-return]
 
     def short(self, view: ColumnView, demand: Any) -> IntArray:
         """How much is missing per row (0 or less: it fits)."""
-        return self.used(view) + self.need(view, demand) - self.cap(view, demand)  # type: ignore[no-any-return]
+        return self.used(view) + self.need(demand) - self.cap(view, demand)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,7 @@ def _named(ids: IntArray, resolve: Callable[[Sequence[str]], list[int]], include
     """Rows whose id is not among ``include`` (when given) or is among ``exclude``."""
     if not include and not exclude:
         return None
-    bad = np.zeros(ids.shape, dtype=bool)
-    if include:
-        bad |= ~np.isin(ids, resolve(include))
+    bad = ~np.isin(ids, resolve(include)) if include else np.zeros(ids.shape, dtype=bool)
     if exclude:
         bad |= np.isin(ids, resolve(exclude))
     return bad
@@ -162,23 +160,27 @@ def _beside_sibling(view: ColumnView, apart: Apart) -> BoolArray | None:
     return None if apart.nodes.size == 0 else np.isin(view.rows, apart.nodes)
 
 
-# The amounts the limits compare.  Each is a function of the columns (``v``) and of the demand
-# (``d``: a rules.Demand for devices, a rules.HostDemand for nodes, nothing for STATE rows).
+# The amounts the limits compare: what is used (of the columns ``v``), what the demand needs (of the demand
+# ``d`` alone: a rules.Demand for devices, a rules.HostDemand for nodes, nothing for STATE rows) and the cap.
 
 
-def _holders(v: ColumnView) -> IntArray:
-    return v.exclusive.astype(np.int64)  # type: ignore[no-any-return]
+def _holders(v: ColumnView) -> BoolArray:
+    return v.exclusive  # type: ignore[no-any-return]  # a bool counts 0 or 1 holders in the sums
 
 
 def _sharers(v: ColumnView) -> IntArray:
     return v.sharers  # type: ignore[no-any-return]
 
 
-def _nothing(v: ColumnView, d: object) -> int:
+def _nothing(d: object) -> int:
     return 0
 
 
-def _one_more(v: ColumnView, d: object) -> int:
+def _none_allowed(v: ColumnView, d: object) -> int:
+    return 0
+
+
+def _one_more(d: object) -> int:
     return 1
 
 
@@ -195,7 +197,7 @@ def _mem_used(v: ColumnView) -> IntArray:
     return v.mem_used  # type: ignore[no-any-return]
 
 
-def _mem_need(v: ColumnView, d: Demand) -> IntArray:
+def _mem_need(d: Demand) -> IntArray:
     return d.memory
 
 
@@ -207,7 +209,7 @@ def _cores_used(v: ColumnView) -> IntArray:
     return v.cores_used  # type: ignore[no-any-return]
 
 
-def _cores_need(v: ColumnView, d: Demand) -> IntArray | int:
+def _cores_need(d: Demand) -> IntArray | int:
     return d.cores
 
 
@@ -219,7 +221,7 @@ def _cpu_used(v: ColumnView) -> IntArray:
     return v.node_cpu_used  # type: ignore[no-any-return]
 
 
-def _cpu_need(v: ColumnView, d: HostDemand) -> int:
+def _cpu_need(d: HostDemand) -> int:
     return d.cpu_milli
 
 
@@ -231,7 +233,7 @@ def _host_mem_used(v: ColumnView) -> IntArray:
     return v.node_mem_used  # type: ignore[no-any-return]
 
 
-def _host_mem_need(v: ColumnView, d: HostDemand) -> int:
+def _host_mem_need(d: HostDemand) -> int:
     return d.memory_mib
 
 
@@ -246,7 +248,7 @@ DEVICE_RULES: tuple[Rule, ...] = (
     Rule(ReasonCode.CARD_PRECISION_UNSUPPORTED, Kind.MATCH, _precision),
     Rule(ReasonCode.CARD_NUMA_MISMATCH, Kind.MATCH, _numa),
     Rule(ReasonCode.CARD_UNHEALTHY, Kind.STATE, _unhealthy),
-    Rule(ReasonCode.CARD_EXCLUSIVELY_HELD, Kind.STATE, limit=Limit("exclusive", _holders, _nothing, _nothing)),
+    Rule(ReasonCode.CARD_EXCLUSIVELY_HELD, Kind.STATE, limit=Limit("exclusive", _holders, _nothing, _none_allowed)),
     Rule(ReasonCode.CARD_SPLIT_EXHAUSTED, Kind.STATE, limit=Limit("sharers", _sharers, _one_more, _split)),
     Rule(ReasonCode.CARD_PARTITION_UNAVAILABLE, Kind.ROUND, _refused),
     Rule(
