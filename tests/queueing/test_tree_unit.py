@@ -9,6 +9,7 @@ import pytest
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import RequestPart, ResourceRequest
 from hami_devices.queueing import EventKind
+from hami_devices.queueing.tree import EPS, exceeds, falls_short
 from tests.queueing.helpers import cluster, make_loop
 
 QUEUES = {"queues": [
@@ -128,3 +129,152 @@ def test_lending_blocks_only_on_what_the_task_asks_for_and_says_large_figures_wh
     asks_memory[memory] = 1.0
     blocked = tree.lending_blocked(d, asks_memory, free, everything=True)
     assert blocked == "1500000 device-memory-mib are free and other queues keep back 2000000 of them"
+
+
+# ---------------------------------------------------------------- the rules' figures, one at a time
+
+
+def _keys(tree) -> list[str]:  # type: ignore[no-untyped-def]
+    return list(tree.resources.keys)
+
+
+def _vector(tree, **amounts: float) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """A vector over the tree's keys: ``device_cores=100`` sets ``device-cores``."""
+    out = np.zeros(len(_keys(tree)))
+    for key, value in amounts.items():
+        out[_keys(tree).index(key.replace("_", "-"))] = value
+    return out
+
+
+def test_within_the_tolerance_is_neither_over_nor_short() -> None:
+    assert not exceeds(np.array([2.0]) + EPS, np.array([2.0])).any()
+    assert exceeds(np.array([2.0]) + 2 * EPS, np.array([2.0])).all()
+    assert not falls_short(np.array([2.0]) - EPS, np.array([2.0])).any()
+    assert falls_short(np.array([2.0]) - 2 * EPS, np.array([2.0])).all()
+
+
+def test_a_limit_counts_what_an_eviction_would_give_back() -> None:
+    loop, _ = make_loop(cluster(("n0", "A100", 4)), {"queues": [{"name": "a", "limit": {"device-cores": 200}}]})
+    tree = loop.tree
+    a = tree.leaf("a").index
+    tree.charge(a, _vector(tree, device_cores=150))
+    assert tree.over_limit(a, _vector(tree, device_cores=100)) == (
+        "queue a would use 250 device-cores, over its limit 200"
+    )
+    assert tree.over_limit(a, _vector(tree, device_cores=100), removed={a: _vector(tree, device_cores=50)}) is None
+    assert tree.over_limit(a, _vector(tree, device_cores=50)) is None
+    assert tree.over_limit(a, _vector(tree, device_cores=50.5)) == (
+        "queue a would use 200.5 device-cores, over its limit 200"
+    )
+
+
+def test_a_guarantee_entitles_only_a_task_that_asks_for_what_it_guards() -> None:
+    loop, _ = _loop(4)
+    tree = loop.tree
+    a = tree.leaf("a").index
+    assert tree.entitled_at(a, _vector(tree, device_cores=1)) == a
+    assert tree.entitled_at(a, _vector(tree, device_cores=200)) == a
+    assert tree.entitled_at(a, _vector(tree, device_cores=201)) == tree.by_name["top"].index
+    assert tree.entitled_at(a, _vector(tree, host_cpu_milli=1_000)) is None  # nothing of a guarded key
+
+
+def test_the_common_ancestor_and_the_queues_below_it() -> None:
+    loop, _ = _loop(4)
+    tree = loop.tree
+    top, a, b, c = (tree.by_name[n].index for n in ("top", "a", "b", "c"))
+    assert tree.lca(a, b) == top and tree.lca(a, top) == top and tree.lca(top, a) == top
+    assert tree.lca(a, c) is None
+    assert tree.below_lca(a, b) == (a,)
+    assert tree.below_lca(a, c) == (top, a)
+
+
+def test_only_taking_a_guarded_resource_can_break_its_floor() -> None:
+    loop, _ = _loop(4)
+    tree = loop.tree
+    a = tree.leaf("a").index
+    tree.charge(a, _vector(tree, device_cores=100, host_cpu_milli=4_000))  # already 100 below its 200
+    assert tree.floor_broken(a, _vector(tree, host_cpu_milli=1_000)) is None
+    tree.charge(a, _vector(tree, device_cores=100))  # at its guarantee
+    assert tree.floor_broken(a, _vector(tree, device_cores=1)) == (
+        "queue a would fall to 199 device-cores, below its guarantee 200"
+    )
+
+
+def test_a_queue_name_that_is_unknown_or_not_a_leaf_is_refused_by_field() -> None:
+    loop, _ = _loop(4)
+    with pytest.raises(InvalidRequest) as unknown:
+        loop.tree.leaf("zz")
+    assert unknown.value.field == "queue"
+    assert unknown.value.message == "unknown queue 'zz'; queues: a, b, c, d"
+    with pytest.raises(InvalidRequest) as inner:
+        loop.tree.leaf("top")
+    assert inner.value.field == "queue"
+    assert inner.value.message == "'top' has child queues; submit to one of its leaves"
+
+
+def test_the_fair_share_counts_only_what_is_borrowed_of_the_named_resources() -> None:
+    """Guarantees and limits name device-cores only: a's share is what it borrows of the 400 device-cores
+    (the memory it holds does not count), divided by its weight."""
+    loop, _ = make_loop(cluster(("n0", "A100", 4)), {"queues": [
+        {"name": "a", "guarantee": {"device-cores": 100}, "weight": 2},
+        {"name": "b", "limit": {"device-cores": 400}},
+    ]})
+    tree = loop.tree
+    assert [_keys(tree)[k] for k in tree.share_keys] == ["device-cores"]
+    a = tree.leaf("a").index
+    tree.charge(a, _vector(tree, device_cores=50, device_memory_mib=150_000))
+    assert tree.share(a) == 0.0  # within its guarantee
+    tree.charge(a, _vector(tree, device_cores=150))
+    assert tree.share(a) == pytest.approx(100 / 400 / 2)
+    assert tree.share(a, extra=_vector(tree, device_cores=100)) == pytest.approx(200 / 400 / 2)
+
+
+def test_a_limit_alone_names_its_resource_for_the_fair_share() -> None:
+    loop, _ = make_loop(cluster(("n0", "A100", 4)), {"queues": [
+        {"name": "a", "limit": {"device-memory-mib": 100_000}}, {"name": "b"},
+    ]})
+    assert [_keys(loop.tree)[k] for k in loop.tree.share_keys] == ["device-memory-mib"]
+
+
+def test_a_resource_the_cluster_holds_none_of_adds_nothing_to_the_share_and_warns_of_nothing() -> None:
+    import warnings
+
+    loop, _ = make_loop(cluster(("n0", "A100", 1)), {"queues": [
+        {"name": "a", "guarantee": {"devices": 0, "device-cores": 0}}, {"name": "b"},
+    ]})
+    tree = loop.tree
+    a = tree.leaf("a").index
+    tree.charge(a, _vector(tree, devices=1, device_cores=100))
+    assert tree.share(a) == pytest.approx(1.0)  # 1 of the 1 device borrowed
+    tree._capacity = _vector(tree, devices=0, device_cores=0)  # every device gone
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tree.share(a) == 0.0
+        tree.uncharge(a, _vector(tree, devices=1, device_cores=100))
+        assert tree.share(a) == 0.0
+
+
+def test_a_lending_limit_keeps_back_only_its_own_resource() -> None:
+    loop, _ = make_loop(cluster(("n0", "A100", 4)), {"queues": [
+        {"name": "c", "guarantee": {"device-cores": 300, "devices": 3}, "lending-limit": {"device-cores": 100}},
+        {"name": "d"},
+    ]})
+    tree = loop.tree
+    c = tree.leaf("c").index
+    assert tree.kept[c].tolist() == _vector(tree, device_cores=200).tolist()
+    assert not tree.lends_all
+
+
+def test_a_lending_limit_may_name_a_key_nothing_else_names() -> None:
+    spec = {"queues": [{"name": "c", "lending-limit": {"device-cores@nvidia/A100": 0}}, {"name": "d"}]}
+    loop, _ = make_loop(cluster(("n0", "A100", 2)), spec)
+    assert "device-cores@nvidia/A100" in _keys(loop.tree)
+
+
+def test_nothing_is_kept_back_when_no_queue_limits_its_lending() -> None:
+    """Without lending limits nothing is kept back from a borrower, whatever the free figures say."""
+    loop, _ = _loop(4)
+    tree = loop.tree
+    assert tree.lends_all
+    d = tree.leaf("d").index
+    assert tree.lending_blocked(d, _vector(tree, device_cores=50), _vector(tree, device_cores=10)) is None
