@@ -96,6 +96,27 @@ def test_node_selector_is_hard_where_labels_are_soft() -> None:
     assert engine.place(ResourceRequest.single(node_selector={"zone": "east"})).node == "east"
 
 
+def test_every_label_of_a_node_selector_must_match() -> None:
+    """east has zone=east but no pool label: a selector naming both fails there, whichever label comes last."""
+    engine = Engine(labelled(), "binpack")
+    for selector in ({"pool": "gpu", "zone": "east"}, {"zone": "east", "pool": "gpu"}):
+        with pytest.raises(InsufficientResources) as refused:
+            engine.place(ResourceRequest.single(node_selector=selector))
+        assert ReasonCode.NODE_SELECTOR_MISMATCH in refused.value.reasons["east"]
+
+
+def test_each_untolerated_taint_keeps_off_its_own_node() -> None:
+    cluster = ClusterState()
+    cluster.add_node("a", 64_000, 262_144, devices("a", "nvidia", "T4", 1), taints=[Taint(key="one")])
+    cluster.add_node("b", 64_000, 262_144, devices("b", "nvidia", "T4", 1), taints=[Taint(key="two")])
+    with pytest.raises(InsufficientResources) as refused:
+        Engine(cluster, "binpack").place(ResourceRequest.single())
+    assert refused.value.reasons == {"a": [ReasonCode.NODE_TAINT_NOT_TOLERATED],
+                                     "b": [ReasonCode.NODE_TAINT_NOT_TOLERATED]}
+    tolerates_one = ResourceRequest.single(tolerations=[{"key": "one", "operator": "Exists"}])
+    assert Engine(cluster, "binpack").place(tolerates_one).node == "a"
+
+
 def test_a_taint_keeps_off_requests_that_do_not_tolerate_it() -> None:
     engine = Engine(labelled(), "binpack")
     engine.schedule(ResourceRequest.single(cores=100))  # east's only card
