@@ -32,6 +32,7 @@ from hami_devices.queueing import EventKind, TaskState
 from hami_devices.queueing.events import Event
 from hami_devices.queueing.loop import AdmissionLoop
 from hami_devices.scheduling.cluster import PlacementState
+from tests.queueing.found import RECLAIM_AFTER_BORROW, RECLAIM_AFTER_REMEMBERED_REFUSAL, kept
 from tests.queueing.helpers import cluster, make_loop
 
 TICK = 10.0
@@ -168,66 +169,6 @@ def _check_state(loop: AdmissionLoop, now: float) -> None:
             assert plan is None, f"{task.name} could be admitted ({plan.reason}, evicting {plan.victims})"
 
 
-def _task(name: str, queue: str, share: int, *, priority: int = 0, preemptible: bool = False) -> ResourceRequest:
-    part = RequestPart(count=1, memory_percent=float(share), cores=share)
-    return ResourceRequest(name=name, queue=queue, parts=[part], priority=priority, preemptible=preemptible)
-
-
-# A draw of a fresh-clone run: b borrowing t12 made the reclaim that t3 had just been refused allowed.
-RECLAIM_AFTER_BORROW = {
-    "nodes": [3],
-    "queues": {"queues": [
-        {"name": "a", "weight": 1, "guarantee": {"device-cores": 200}, "limit": {"device-cores": 200},
-         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
-        {"name": "b", "weight": 1, "guarantee": {"device-cores": 100},
-         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
-    ]},
-    "tasks": [
-        (0.0, None, _task("t0", "a", 25)),
-        (0.0, None, _task("t1", "a", 25)),
-        (0.0, None, _task("t2", "a", 50)),
-        (5.0, None, _task("t3", "a", 50, priority=1)),
-        (0.0, None, _task("t10", "a", 25, priority=1)),
-        (5.0, None, _task("t12", "b", 25, priority=1, preemptible=True)),
-        (0.0, None, _task("t13", "b", 75)),
-        (0.0, None, _task("t14", "b", 50, preemptible=True)),
-    ],
-}
-
-
-def _kept(name: str, queue: str, share: int, **options: Any) -> ResourceRequest:
-    """A task whose eviction loses its work (not requeued)."""
-    return _task(name, queue, share, **options).model_copy(update={"recomputable": False})
-
-
-# A draw: t9's refused reclaim was remembered; b's admission of t8 later in the same pass voided that memo
-# (b then held enough above its guarantee), yet no second pass came.
-RECLAIM_AFTER_REMEMBERED_REFUSAL = {
-    "nodes": [2],
-    "queues": {"queues": [
-        {"name": "a", "weight": 1, "guarantee": {"device-cores": 100}, "limit": {"device-cores": 100},
-         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
-        {"name": "b", "weight": 1, "guarantee": {"device-cores": 100},
-         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
-        {"name": "c", "weight": 1, "limit": {"device-cores": 100},
-         "preemption": {"reclaim": True, "priority": False, "fair-share": False}, "strict-fifo": True},
-    ]},
-    "tasks": [
-        (5.0, None, _kept("t0", "a", 25)),
-        (0.0, None, _kept("t1", "b", 50)),
-        (0.0, None, _kept("t2", "b", 75, preemptible=True)),
-        (5.0, None, _kept("t3", "a", 25)),
-        (5.0, None, _kept("t4", "a", 25)),
-        (5.0, None, _kept("t5", "a", 25)),
-        (0.0, None, ResourceRequest(name="t6", queue="a", recomputable=False, parts=[RequestPart(count=2, cores=100)])),
-        (0.0, None, _kept("t7", "a", 25)),
-        (10.0, None, _kept("t8", "b", 50, priority=1, preemptible=True)),
-        (5.0, None, ResourceRequest(name="t9", queue="a", priority=1, recomputable=False,
-                                    parts=[RequestPart(count=1, cores=100)])),
-    ],
-}
-
-
 # A draw of a mutation run's seed: at 5, t1 fit but could not borrow (c keeps 100 back); t5's admission
 # then took the room it fit in, so evicting b's own lower-priority t0 became allowed, yet no pass followed.
 PRIORITY_AFTER_LENDING_REFUSAL = {
@@ -245,10 +186,10 @@ PRIORITY_AFTER_LENDING_REFUSAL = {
                                     parts=[RequestPart(count=2, cores=100)])),
         (5.0, None, ResourceRequest(name="t1", queue="b", priority=1, recomputable=False,
                                     parts=[RequestPart(count=2, cores=100)])),
-        (0.0, None, _kept("t2", "a", 25)),
-        (0.0, None, _kept("t3", "a", 50)),
-        (0.0, None, _kept("t4", "b", 50)),
-        (5.0, None, _kept("t5", "b", 75)),
+        (0.0, None, kept("t2", "a", 25)),
+        (0.0, None, kept("t3", "a", 50)),
+        (0.0, None, kept("t4", "b", 50)),
+        (5.0, None, kept("t5", "b", 75)),
     ],
 }
 
@@ -269,10 +210,10 @@ ASKED_IN_LINE = {
          "preemption": {"reclaim-within-cohort": "any", "within-queue": "never", "fair-share": False}},
     ]},
     "tasks": [
-        (0.0, None, _kept("t0", "b", 75)),
-        (0.0, None, _kept("t1", "a", 25)),
-        (15.0, None, _kept("t4", "b", 75, priority=2, preemptible=True)),
-        (15.0, None, _kept("t8", "b", 50, priority=2)),
+        (0.0, None, kept("t0", "b", 75)),
+        (0.0, None, kept("t1", "a", 25)),
+        (15.0, None, kept("t4", "b", 75, priority=2, preemptible=True)),
+        (15.0, None, kept("t8", "b", 50, priority=2)),
     ],
 }
 
