@@ -309,7 +309,7 @@ class QueueTree:
         cap = self._capacity[self.share_keys]
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where((cap > 0) & np.isfinite(cap), borrowed / cap, 0.0)
-        return float(frac.max(initial=0.0)) / float(self.weight[q])
+        return float(frac.max()) / float(self.weight[q])  # share_keys is never empty
 
     def share_path(self, leaf: int) -> tuple[float, ...]:
         """Shares from the top-level queue down: compared as tuples, this picks the next borrower level by level."""

@@ -171,7 +171,7 @@ def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_
         cores_used=one(usage.cores),
         core_cap=one(device_core_capacity(info, core_capacity)),
     )
-    return ColumnView(source, slice(0, 1), _OneDeviceNames(info))
+    return ColumnView(source, slice(1), _OneDeviceNames(info))
 
 
 

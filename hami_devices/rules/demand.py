@@ -95,9 +95,9 @@ def memory_need(part: RequestPart, totals: IntArray) -> IntArray:
     """``part.memory_for(total)`` for each of ``totals`` (few distinct values: each is asked once)."""
     if part.memory_mib is not None:
         return np.full(totals.shape, part.memory_mib)  # an int fills int64
-    distinct, where = np.unique(totals, return_inverse=True)
+    distinct, where = np.unique(totals.ravel(), return_inverse=True)  # flat: numpy 1 and 2 shape it alike
     needs = np.fromiter((part.memory_for(int(t)) for t in distinct), dtype=np.int64)
-    return needs[where.reshape(totals.shape)]
+    return needs[where].reshape(totals.shape)
 
 
 def plain_share(info: DeviceInfo, part: RequestPart, part_index: int) -> Grant:

@@ -81,10 +81,14 @@ def test_a_numa_selector_reads_the_devices_own_node() -> None:
 def test_a_device_answers_to_its_catalog_models_name_as_well_as_its_own() -> None:
     """A vGPU reports its own product name; once matched to the T4's catalog entry it answers to "T4" and to
     the catalog's aliases too."""
+    assert T4_TRAITS is not None
     vgpu = T4.model_copy(update={"model": "GRID T4-16Q", "traits": T4_TRAITS})
     for name in ("T4", "Tesla T4", "GRID T4-16Q"):
         assert isinstance(evaluate(vgpu, DefaultRule(), RequestPart(memory_mib=100, models=[name]), 0,
                                   DeviceUsage()), Grant), name
+    no_aliases = T4.model_copy(update={"model": "GRID T4-16Q", "traits": T4_TRAITS.model_copy(update={"aliases": []})})
+    assert isinstance(evaluate(no_aliases, DefaultRule(), RequestPart(memory_mib=100, models=["T4"]), 0,
+                               DeviceUsage()), Grant)
 
 
 def test_a_precision_the_device_runs_slowly_is_still_supported() -> None:
@@ -129,8 +133,9 @@ def test_a_view_reads_each_column_once_and_never_a_private_one() -> None:
     assert view.mem_used.tolist() == [20, 30, 40]
     assert view.mem_used.tolist() == [20, 30, 40]
     assert source.reads == 1
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError) as missing:
         view._hidden  # noqa: B018
+    assert missing.value.args == ("_hidden",)
 
 
 def test_a_views_length_and_rows_follow_its_slice_or_index() -> None:

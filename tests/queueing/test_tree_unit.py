@@ -244,13 +244,13 @@ def test_a_resource_the_cluster_holds_none_of_adds_nothing_to_the_share_and_warn
     ]})
     tree = loop.tree
     a = tree.leaf("a").index
-    tree.charge(a, _vector(tree, devices=1, device_cores=100))
-    assert tree.share(a) == pytest.approx(1.0)  # 1 of the 1 device borrowed
+    tree.charge(a, _vector(tree, devices=1, device_cores=50))
+    assert tree.share(a) == pytest.approx(1.0)  # 1 of the 1 device borrowed (and half its cores)
     tree._capacity = _vector(tree, devices=0, device_cores=0)  # every device gone
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tree.share(a) == 0.0
-        tree.uncharge(a, _vector(tree, devices=1, device_cores=100))
+        tree.uncharge(a, _vector(tree, devices=1, device_cores=50))
         assert tree.share(a) == 0.0
 
 
