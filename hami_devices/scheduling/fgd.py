@@ -169,3 +169,37 @@ def sigmoid_score(delta: FloatArray) -> IntArray:
     """The published FGD score: ``int(100 * sigmoid(-delta / 1000))``."""
     with np.errstate(over="ignore"):
         return (100.0 / (1.0 + np.exp(np.clip(delta, -1e6, 1e6) / 1000.0))).astype(np.int64)
+
+
+FILL_SHARE = 0.03
+"""A gap whose fitting device shapes make at least this share of the mix counts as surely filled."""
+
+
+def gap_waste(need: IntArray, weight: FloatArray, fill_share: float = FILL_SHARE) -> FloatArray:
+    """``W[c, g]``: the idle thousandths a gap of ``g`` free on a slot of class ``c`` is expected to end with.
+
+    ``need`` ``[C, S]``: each shape's need on the class (0 or above a device: the shape never lands
+    in a gap there); ``weight`` ``[S]``: the shapes' frequencies.  A gap is filled, with probability
+    ``rho(g) = min(1, p_fit(g) / fill_share)`` (``p_fit``: the frequency of the shapes that fit), by
+    one of those shapes drawn by frequency, and the gap it leaves is expected to end as ``W`` says;
+    else it stays idle: ``W(g) = (1 - rho) g + rho E[W(g - need)]``.  FGD counts a gap as lost
+    for every shape larger than it *now*; this is what the mix will leave of it in the end, so a
+    free half that a common shape fills is cheap, and a remainder only rare shapes fit is not.
+    """
+    classes = need.shape[0]
+    usable = (need > 0) & (need <= MILLI)
+    back_at = np.clip(need, 0, MILLI)[:, None, :]
+    weight = np.where(usable, weight[None, :], 0.0)[:, None, :]
+    # Gaps closer together than the least need do not depend on each other: computed a block at a time.
+    step = int(need[usable].min()) if usable.any() else MILLI
+    waste = np.zeros((classes, MILLI + 1))
+    for start in range(1, MILLI + 1, step):
+        gaps = np.arange(start, min(start + step, MILLI + 1))
+        fits = np.where(back_at <= gaps[None, :, None], weight, 0.0)  # [C, B, S]
+        p_fit = fits.sum(axis=2)
+        before = np.clip(gaps[None, :, None] - back_at, 0, MILLI).reshape(classes, -1)
+        left = np.take_along_axis(waste, before, axis=1).reshape(fits.shape)
+        expected = (fits * left).sum(axis=2) / np.maximum(p_fit, 1e-300)
+        rho = np.minimum(1.0, p_fit / fill_share)
+        waste[:, gaps] = (1.0 - rho) * gaps[None, :] + rho * np.where(p_fit > 0, expected, 0.0)
+    return waste

@@ -95,6 +95,14 @@ class FragmentationIndex:
         # share a class id, so the kernel computes alike devices of a node once.
         _, classes = np.unique((model + 1) * (1 << 40) + mem_cap, return_inverse=True)
         self.need_class = np.ascontiguousarray(classes.reshape(n, width), dtype=np.int64)
+        # What a gap of each size is expected to end with, per class (device shapes only).
+        flat = classes.ravel()
+        first = np.zeros(int(flat.max(initial=-1)) + 1, dtype=np.int64)
+        first[flat[::-1]] = np.arange(flat.size)[::-1]
+        class_need = np.where(self.mix.num > 0, need.reshape(n * width, len(shapes))[first], 0)
+        self.waste_flat = fgd.gap_waste(class_need, self.mix.weight).ravel()
+        self.waste_at = np.zeros(max(c.size, 1), dtype=np.int64)  # per device row: its class's offset there
+        self.waste_at[slots[present]] = self.need_class[present] * (MILLI + 1)
         # How scarce each slot's model is for model-constrained tasks: sum of p / slots accepting the set.
         constraints = self.mix.constraints or tuple(
             (s.models, float(w)) for s, w in zip(shapes, self.mix.weight, strict=True) if s.models and s.num_gpu
@@ -176,6 +184,12 @@ class FragmentationIndex:
         out = np.empty(nodes.size)
         _lib.hami_fgd_whole(self._st, nodes.size, _int64(nodes), count, cpu, mem, _float64(out))
         return out
+
+    def waste_deltas(self, rows: IntArray, free: IntArray, left: IntArray) -> FloatArray:
+        """The rise of each device's expected end waste (``fgd.gap_waste``) when its free share falls from
+        ``free`` to ``left``."""
+        at = self.waste_at[rows]
+        return self.waste_flat[at + left] - self.waste_flat[at + free]  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ node facts
     def stranding_deltas(self, nodes: IntArray, gpu_milli: IntArray | int, cpu: int, mem: int) -> FloatArray:

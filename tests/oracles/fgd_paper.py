@@ -93,3 +93,30 @@ def fgd_score(rise: float) -> int:
 def fgd_score_range(rise: float, slack: float = 1e-6) -> set[int]:
     """The scores a rise computed in floating point may get: one, or two where it sits on a boundary."""
     return {fgd_score(rise - slack), fgd_score(rise + slack)}
+
+
+# --- Not the paper's: the SDK's expected end waste of a device's gap (fgd.gap_waste), from its definition.
+
+
+def end_waste(gap: int, gpu: Gpu, mix: Sequence[TaskShape], fill_share: float) -> float:
+    """``W(g)``: a gap of ``g`` free thousandths on ``gpu`` is filled, with probability ``min(1, p_fit /
+    fill_share)`` (``p_fit``: the summed popularity of the device shapes whose need on ``gpu`` is at most
+    ``g``), by one of them drawn by popularity, and ends as ``W`` says of what it leaves; else it stays idle."""
+    total = sum(s.weight for s in mix)
+    needs = [(need_on(s, gpu), s.weight / total) for s in mix if s.num_gpu > 0]
+    memo: dict[int, float] = {}
+
+    def waste(g: int) -> float:
+        if g not in memo:
+            fits = [(n, p) for n, p in needs if n is not None and 0 < n <= min(g, WHOLE)]
+            p_fit = sum(p for _, p in fits)
+            if not fits:
+                memo[g] = float(g)
+            else:
+                rho = min(1.0, p_fit / fill_share)
+                memo[g] = (1 - rho) * g + rho * sum(p * waste(g - n) for n, p in fits) / p_fit
+        return memo[g]
+
+    for g in range(gap + 1):  # bottom up: no deep recursion
+        waste(g)
+    return waste(gap)

@@ -9,8 +9,9 @@ devices' free shares as the documentation defines them.  Compared with:
   the documented metric, for the engine's mix);
 * the rise the policy scores each candidate with, read from the public
   ``Placement.breakdown`` (documented encoding ``50 x gate + 0.49 x score + 0.4 x tie``,
-  ``score = int(100 x sigmoid(-rise / 1000))``) of every node's best placement
-  (``Engine.rank``), and the policy's choice, which must be in the best score.
+  ``score = int(100 x sigmoid(-rise / 1000))``, where a share's rise also counts ``WASTE_WEIGHT``
+  times its device's rise of expected end waste, ``fgd_paper.end_waste``) of every node's best
+  placement (``Engine.rank``), and the policy's choice, which must be in the best score.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
+from hami_devices.scheduling.fgd import FILL_SHARE
 from hami_devices.scheduling.fragmentation import node_fragmentation as reported_fragmentation
+from hami_devices.scheduling.scorers.fragmentation import WASTE_WEIGHT
 from tests.oracles import fgd_paper
 from tests.oracles import placement_rules as rules
 from tests.oracles.placement_rules import Dev, Held, Host, World
@@ -170,7 +173,15 @@ def test_the_policy_scores_each_candidate_by_its_rise_and_picks_the_least(data: 
         node = world.device(uuid).node
         granted = rules.usable(world, request.parts[0], world.device(uuid))
         assert granted is not None
-        rises[uuid] = fragmentation_of(after(world, uuid, granted), node, mix) - fragmentation_of(world, node, mix)
+        grown = after(world, uuid, granted)
+        rises[uuid] = fragmentation_of(grown, node, mix) - fragmentation_of(world, node, mix)
+        if not request.parts[0].exclusive:  # a share also adds its device's rise of expected end waste
+            device = world.device(uuid)
+            gpu = fgd_paper.Gpu(0, frozenset(device.names()), world.memory_capacity(device))
+            rises[uuid] += WASTE_WEIGHT * (
+                fgd_paper.end_waste(free_milli(grown, device), gpu, mix, FILL_SHARE)
+                - fgd_paper.end_waste(free_milli(world, device), gpu, mix, FILL_SHARE)
+            )
     ranked = engine.rank(request, limit=len(world.hosts))
     assert {p.grants[0].uuid for p in ranked} <= set(rises)
     assert bool(ranked) == bool(rises)

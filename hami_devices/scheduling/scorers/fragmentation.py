@@ -41,6 +41,7 @@ from hami_devices.scheduling.scorers.base import FloatArray, HostContext, ScoreC
 GATE = 50.0
 STEP = 0.49
 TIE = 0.4  # < STEP: a tie rank never outweighs one point of the integer score
+WASTE_WEIGHT = 10.0  # thousandths of FGD's rise per thousandth of expected end waste
 
 
 def tie_rank(keys: list[np.ndarray]) -> FloatArray:
@@ -103,6 +104,7 @@ class FragmentationScorer(Scorer):
             left = np.clip(c.free_share_after(rows, ctx.memory, ctx.granted_cores), 0, free)
             per_device = free - left
             delta = idx.share_deltas(rows, per_device, cpu, mem)
+            delta += WASTE_WEIGHT * idx.waste_deltas(rows, free, left)
             taken = per_device * part.count
         first = sigmoid_score(delta)
         scarcity = idx.scarcity[nodes, idx.slot_of[rows]]
