@@ -95,7 +95,12 @@ def fgd_score_range(rise: float, slack: float = 1e-6) -> set[int]:
     return {fgd_score(rise - slack), fgd_score(rise + slack)}
 
 
-# --- Not the paper's: the SDK's expected end waste of a device's gap (fgd.gap_waste), from its definition.
+# --- Not the paper's: the SDK's expected end waste of a device's gap, from the README's definition.
+
+WASTE_WEIGHT = 10.0
+"""The README: a share's rise also counts 10 times its device's rise of expected end waste."""
+FILL_SHARE = 0.03
+"""The README: a gap is filled with probability ``min(1, p_fit / 0.03)``."""
 
 
 def end_waste(gap: int, gpu: Gpu, mix: Sequence[TaskShape], fill_share: float) -> float:

@@ -9,7 +9,7 @@ devices' free shares as the documentation defines them.  Compared with:
   the documented metric, for the engine's mix);
 * the rise the policy scores each candidate with, read from the public
   ``Placement.breakdown`` (documented encoding ``50 x gate + 0.49 x score + 0.4 x tie``,
-  ``score = int(100 x sigmoid(-rise / 1000))``, where a share's rise also counts ``WASTE_WEIGHT``
+  ``score = int(100 x sigmoid(-rise / 1000))``, where a share's rise also counts ``fgd_paper.WASTE_WEIGHT`` (10)
   times its device's rise of expected end waste, ``fgd_paper.end_waste``) of every node's best
   placement (``Engine.rank``), and the policy's choice, which must be in the best score.
 """
@@ -26,9 +26,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
-from hami_devices.scheduling.fgd import FILL_SHARE
 from hami_devices.scheduling.fragmentation import node_fragmentation as reported_fragmentation
-from hami_devices.scheduling.scorers.fragmentation import WASTE_WEIGHT
 from tests.oracles import fgd_paper
 from tests.oracles import placement_rules as rules
 from tests.oracles.placement_rules import Dev, Held, Host, World
@@ -178,9 +176,9 @@ def test_the_policy_scores_each_candidate_by_its_rise_and_picks_the_least(data: 
         if not request.parts[0].exclusive:  # a share also adds its device's rise of expected end waste
             device = world.device(uuid)
             gpu = fgd_paper.Gpu(0, frozenset(device.names()), world.memory_capacity(device))
-            rises[uuid] += WASTE_WEIGHT * (
-                fgd_paper.end_waste(free_milli(grown, device), gpu, mix, FILL_SHARE)
-                - fgd_paper.end_waste(free_milli(world, device), gpu, mix, FILL_SHARE)
+            rises[uuid] += fgd_paper.WASTE_WEIGHT * (
+                fgd_paper.end_waste(free_milli(grown, device), gpu, mix, fgd_paper.FILL_SHARE)
+                - fgd_paper.end_waste(free_milli(world, device), gpu, mix, fgd_paper.FILL_SHARE)
             )
     ranked = engine.rank(request, limit=len(world.hosts))
     assert {p.grants[0].uuid for p in ranked} <= set(rises)

@@ -16,9 +16,7 @@ import pytest
 import yaml
 
 import hami_devices as hd
-from hami_devices.scheduling.fgd import FILL_SHARE
 from hami_devices.scheduling.fragmentation import node_fragmentation
-from hami_devices.scheduling.scorers.fragmentation import WASTE_WEIGHT
 from tests.oracles import fgd_paper
 
 
@@ -126,10 +124,11 @@ def test_the_scored_rise_is_the_rise_of_the_nodes_fragmentation() -> None:
     assert rise == 0.0
     # The share's rise also counts its device's expected end waste: W(400) - W(500) = 100 - 200.
     gpu, mix = fgd_paper.Gpu(0, memory_capacity=16_000), [fgd_paper.TaskShape(gpu_milli=300)]
-    waste = fgd_paper.end_waste(400, gpu, mix, FILL_SHARE) - fgd_paper.end_waste(500, gpu, mix, FILL_SHARE)
+    fill = fgd_paper.FILL_SHARE
+    waste = fgd_paper.end_waste(400, gpu, mix, fill) - fgd_paper.end_waste(500, gpu, mix, fill)
     assert waste == -100.0
     score = math.floor((placement.breakdown["fragmentation"] - 50.0) / 0.49 + 1e-6)
-    assert score == fgd_paper.fgd_score(rise + WASTE_WEIGHT * waste)
+    assert score == fgd_paper.fgd_score(rise + fgd_paper.WASTE_WEIGHT * waste)
 
 
 def test_a_device_too_small_for_a_shape_is_fragmented_for_it() -> None:
