@@ -193,7 +193,10 @@ class AsIfEmpty:
     def __getattr__(self, name: str) -> Any:
         column = getattr(self._source, name)
         if name in _USAGE_COLUMNS:
-            return np.zeros_like(column)
-        if name in _MAY_RETURN:
-            return np.ones_like(column)
-        return column
+            emptied = np.zeros(column.shape, dtype=column.dtype)
+        elif name in _MAY_RETURN:
+            emptied = np.ones(column.shape, dtype=column.dtype)
+        else:
+            return column
+        self.__dict__[name] = emptied  # built once: a refusal's explanation reads it for many rows
+        return emptied

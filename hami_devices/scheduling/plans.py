@@ -199,7 +199,8 @@ class Plans(Tables):
         on = self.alive[:size] & self.match_ok(part)
         if within is not None:
             on &= within[:size]
-        empty = ColumnView(AsIfEmpty(self), slice(0, size), self)
+        emptied = AsIfEmpty(self)
+        empty = ColumnView(emptied, slice(0, size), self)
         passing(STATE_RULES, empty, None, out=on)
         if part.partition is None:
             plain = on & self.plain[:size]
@@ -210,8 +211,7 @@ class Plans(Tables):
             asked = np.flatnonzero(on)
         if asked.size:
             known = self._empty_verdicts(part, part_index)
-            for row in asked[known[asked] < 0].tolist():
-                known[row] = self._fits_empty_row(row, part, part_index)
+            self._judge_empty(asked[known[asked] < 0], part, part_index, emptied, known)
             plain[asked] = known[asked] == 1
         return plain
 
@@ -231,12 +231,22 @@ class Plans(Tables):
             self._empty.move_to_end(key)
         return known
 
-    def _fits_empty_row(self, row: int, part: RequestPart, part_index: int) -> bool:
-        info = self.info(row)
-        if not info.healthy:
-            info = info.model_copy(update={"health": Health.HEALTHY})
-        planned = plan(self.rule_of(row), info, part, part_index, DeviceUsage())
-        if isinstance(planned, ReasonCode):
-            return False
-        view = ColumnView(AsIfEmpty(self), slice(row, row + 1), self)
-        return bool(passing(FIT_RULES, view, Demand.of_grants([planned]))[0])
+    def _judge_empty(self, rows: IntArray, part: RequestPart, part_index: int, emptied: AsIfEmpty,
+                     known: np.ndarray[Any, np.dtype[np.int8]]) -> None:
+        """Set ``known`` at ``rows``: whether the part fits each emptied row (the vendor's rounding on an empty
+        device, then the fit rules over all the rounded rows at once)."""
+        granted: list[int] = []
+        grants: list[Grant] = []
+        for row in rows.tolist():
+            info = self.info(row)
+            if not info.healthy:
+                info = info.model_copy(update={"health": Health.HEALTHY})
+            planned = plan(self.rule_of(row), info, part, part_index, DeviceUsage())
+            if isinstance(planned, ReasonCode):
+                known[row] = 0
+            else:
+                granted.append(row)
+                grants.append(planned)
+        if granted:
+            at = np.array(granted, dtype=np.int64)
+            known[at] = passing(FIT_RULES, ColumnView(emptied, at, self), Demand.of_grants(grants))

@@ -161,6 +161,7 @@ def test_as_if_empty_clears_usage_and_state_and_keeps_each_columns_type() -> Non
     assert empty.healthy.tolist() == [True, True] and empty.healthy.dtype == np.bool_
     assert empty.node_ok.tolist() == [True]
     assert empty.mem_cap is Source.mem_cap
+    assert empty.mem_used is empty.mem_used and empty.healthy is empty.healthy  # each built once
 
 
 # ---------------------------------------------------------------- what a part demands
