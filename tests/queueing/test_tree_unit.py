@@ -3,6 +3,8 @@ cluster cannot honour, and what a refused borrower is told (the mutation run's s
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -24,6 +26,18 @@ QUEUES = {"queues": [
 
 def _loop(devices: int = 4):  # type: ignore[no-untyped-def]
     return make_loop(cluster(("n0", "A100", devices)), QUEUES)
+
+
+def _keys(tree) -> list[str]:  # type: ignore[no-untyped-def]
+    return list(tree.resources.keys)
+
+
+def _vector(tree, **amounts: float) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """A vector over the tree's keys: ``device_cores=100`` sets ``device-cores``."""
+    out = np.zeros(len(_keys(tree)))
+    for key, value in amounts.items():
+        out[_keys(tree).index(key.replace("_", "-"))] = value
+    return out
 
 
 @pytest.mark.parametrize(
@@ -91,10 +105,8 @@ def test_a_borrower_that_may_not_borrow_is_told_the_figures() -> None:
     waiting = [e for e in log if e.kind == EventKind.WAITING and e.task == "d1"]
     assert waiting and "400 device-cores are free and other queues keep back 450 of them" in waiting[-1].detail
     free = np.array(loop.tree.capacity, dtype=float)
-    key = list(loop.tree.resources.keys).index("device-cores")
-    free[key] = 12.5
-    amount = np.zeros_like(free)
-    amount[key] = 10.0
+    free[_keys(loop.tree).index("device-cores")] = 12.5
+    amount = _vector(loop.tree, device_cores=10)
     blocked = loop.tree.lending_blocked(loop.tree.leaf("d").index, amount, free, everything=True)
     assert blocked is not None and blocked.startswith("12.5 device-cores are free and other queues keep back 450")
 
@@ -114,36 +126,19 @@ def test_lending_blocks_only_on_what_the_task_asks_for_and_says_large_figures_wh
         {"name": "d"},
     ]})
     tree = loop.tree
-    keys = list(tree.resources.keys)
-    cores, memory = keys.index("device-cores"), keys.index("device-memory-mib")
     d = tree.leaf("d").index
-    free = np.zeros(len(keys))
-    free[cores], free[memory] = 250.0, 1_500_000.0
-    asks_one_core = np.zeros(len(keys))
-    asks_one_core[cores] = 1.0
+    asks_one_core = _vector(tree, device_cores=1)
+    free = _vector(tree, device_cores=250, device_memory_mib=1_500_000)
     blocked = tree.lending_blocked(d, asks_one_core, free, everything=True)
     assert blocked == "250 device-cores are free and other queues keep back 300 of them"
-    free[cores] = 400.0
+    free = _vector(tree, device_cores=400, device_memory_mib=1_500_000)
     assert tree.lending_blocked(d, asks_one_core, free, everything=True) is None  # memory short, but not asked
-    asks_memory = np.zeros(len(keys))
-    asks_memory[memory] = 1.0
+    asks_memory = _vector(tree, device_memory_mib=1)
     blocked = tree.lending_blocked(d, asks_memory, free, everything=True)
     assert blocked == "1500000 device-memory-mib are free and other queues keep back 2000000 of them"
 
 
 # ---------------------------------------------------------------- the rules' figures, one at a time
-
-
-def _keys(tree) -> list[str]:  # type: ignore[no-untyped-def]
-    return list(tree.resources.keys)
-
-
-def _vector(tree, **amounts: float) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """A vector over the tree's keys: ``device_cores=100`` sets ``device-cores``."""
-    out = np.zeros(len(_keys(tree)))
-    for key, value in amounts.items():
-        out[_keys(tree).index(key.replace("_", "-"))] = value
-    return out
 
 
 def test_within_the_tolerance_is_neither_over_nor_short() -> None:
@@ -237,8 +232,6 @@ def test_a_limit_alone_names_its_resource_for_the_fair_share() -> None:
 
 
 def test_a_resource_the_cluster_holds_none_of_adds_nothing_to_the_share_and_warns_of_nothing() -> None:
-    import warnings
-
     loop, _ = make_loop(cluster(("n0", "A100", 1)), {"queues": [
         {"name": "a", "guarantee": {"devices": 0, "device-cores": 0}}, {"name": "b"},
     ]})
@@ -246,7 +239,9 @@ def test_a_resource_the_cluster_holds_none_of_adds_nothing_to_the_share_and_warn
     a = tree.leaf("a").index
     tree.charge(a, _vector(tree, devices=1, device_cores=50))
     assert tree.share(a) == pytest.approx(1.0)  # 1 of the 1 device borrowed (and half its cores)
-    tree._capacity = _vector(tree, devices=0, device_cores=0)  # every device gone
+    loop.cluster.remove_node("n0")  # every device gone
+    tree.refresh_capacity()
+    assert tree.capacity[_keys(tree).index("devices")] == 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tree.share(a) == 0.0
