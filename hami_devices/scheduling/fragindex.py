@@ -93,12 +93,10 @@ class FragmentationIndex:
         self.need = need
         # A slot's needs follow from its model (acceptance) and memory capacity: slots alike in both
         # share a class id, so the kernel computes alike devices of a node once.
-        _, classes = np.unique((model + 1) * (1 << 40) + mem_cap, return_inverse=True)
+        _, first, classes = np.unique((model + 1) * (1 << 40) + mem_cap, return_index=True, return_inverse=True)
         self.need_class = np.ascontiguousarray(classes.reshape(n, width), dtype=np.int64)
-        # What a gap of each size is expected to end with, per class (device shapes only).
-        flat = classes.ravel()
-        first = np.zeros(int(flat.max(initial=-1)) + 1, dtype=np.int64)
-        first[flat[::-1]] = np.arange(flat.size)[::-1]
+        # What a gap of each size is expected to end with, per class (device shapes only; ``first``: a slot of
+        # each class, as a flat index).
         class_need = np.where(self.mix.num > 0, need.reshape(n * width, len(shapes))[first], 0)
         self.waste_flat = fgd.gap_waste(class_need, self.mix.weight).ravel()
         self.waste_at = np.zeros(max(c.size, 1), dtype=np.int64)  # per device row: its class's offset there
