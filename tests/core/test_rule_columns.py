@@ -261,8 +261,8 @@ def test_a_part_fits_after_a_release_only_when_every_shortfall_is_given_back() -
     assert fits_after(FIT_RULES, view, demand, {"memory": np.array([639]), "cores": np.array([10])}).tolist() == [
         False
     ]
-    memory_short, _ = _fit_view_and_demand(1_000, 5)  # cores fit; memory is 640 short, nothing given back
-    assert fits_after(FIT_RULES, memory_short, _fit_view_and_demand(1_000, 5)[1], {}).tolist() == [False]
-    one_short = _fit_view_and_demand(361, 10)  # exactly 1 MiB short
-    assert fits_after(FIT_RULES, one_short[0], one_short[1], {}).tolist() == [False]
-    assert fits_after(FIT_RULES, one_short[0], one_short[1], {"memory": np.array([1])}).tolist() == [True]
+    view, cores_fit = _fit_view_and_demand(1_000, 5)  # cores fit; memory is 640 short, nothing given back
+    assert fits_after(FIT_RULES, view, cores_fit, {}).tolist() == [False]
+    view, one_mib_short = _fit_view_and_demand(361, 10)
+    assert fits_after(FIT_RULES, view, one_mib_short, {}).tolist() == [False]
+    assert fits_after(FIT_RULES, view, one_mib_short, {"memory": np.array([1])}).tolist() == [True]
