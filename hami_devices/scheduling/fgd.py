@@ -171,20 +171,26 @@ def sigmoid_score(delta: FloatArray) -> IntArray:
         return (100.0 / (1.0 + np.exp(np.clip(delta, -1e6, 1e6) / 1000.0))).astype(np.int64)
 
 
-FILL_SHARE = 0.03
+FILL_SHARE = 0.025
 """A gap whose fitting device shapes make at least this share of the mix counts as surely filled."""
+FILL_TEMPERATURE = 15.0
+"""Thousandths of end waste that make a filler ``e`` times less likely to be the one a gap gets."""
 
 
-def gap_waste(need: IntArray, weight: FloatArray, fill_share: float = FILL_SHARE) -> FloatArray:
+def gap_waste(
+    need: IntArray, weight: FloatArray, fill_share: float = FILL_SHARE, temperature: float = FILL_TEMPERATURE
+) -> FloatArray:
     """``W[c, g]``: the idle thousandths a gap of ``g`` free on a slot of class ``c`` is expected to end with.
 
     ``need`` ``[C, S]``: each shape's need on the class (0 or above a device: the shape never lands
     in a gap there); ``weight`` ``[S]``: the shapes' frequencies.  A gap is filled, with probability
     ``rho(g) = min(1, p_fit(g) / fill_share)`` (``p_fit``: the frequency of the shapes that fit), by
-    one of those shapes drawn by frequency, and the gap it leaves is expected to end as ``W`` says;
-    else it stays idle: ``W(g) = (1 - rho) g + rho E[W(g - need)]``.  FGD counts a gap as lost
-    for every shape larger than it *now*; this is what the mix will leave of it in the end, so a
-    free half that a common shape fills is cheap, and a remainder only rare shapes fit is not.
+    one of those shapes, and the gap it leaves is expected to end as ``W`` says; else it stays idle:
+    ``W(g) = (1 - rho) g + rho E[W(g - need)]``.  The filler is drawn by frequency times
+    ``exp(-W(g - need) / temperature)``: an arrival goes where it leaves least, so a lone 470's 530 is
+    filled by the next 470 (60 left), not by a 320 that would leave a 210 only rare shapes fit.  FGD
+    counts a gap as lost for every shape larger than it *now*; this is what the mix will leave of it in
+    the end, so a free half that a common shape fills is cheap, and a remainder only rare shapes fit is not.
     """
     classes = need.shape[0]
     usable = (need > 0) & (need <= MILLI)
@@ -199,7 +205,10 @@ def gap_waste(need: IntArray, weight: FloatArray, fill_share: float = FILL_SHARE
         p_fit = fits.sum(axis=2)
         before = np.clip(gaps[None, :, None] - back_at, 0, MILLI).reshape(classes, -1)
         left = np.take_along_axis(waste, before, axis=1).reshape(fits.shape)
-        expected = (fits * left).sum(axis=2) / np.maximum(p_fit, 1e-300)
+        # Measured from each gap's least end waste among its fillers, so the exponent never underflows to 0/0.
+        least = np.where(fits > 0, left, np.inf).min(axis=2, keepdims=True)
+        chosen = fits * np.exp(-(left - np.where(np.isfinite(least), least, 0.0)) / temperature)
+        expected = (chosen * left).sum(axis=2) / np.maximum(chosen.sum(axis=2), 1e-300)
         rho = np.minimum(1.0, p_fit / fill_share)
         waste[:, gaps] = (1.0 - rho) * gaps[None, :] + rho * np.where(p_fit > 0, expected, 0.0)
     return waste

@@ -99,14 +99,19 @@ def fgd_score_range(rise: float, slack: float = 1e-6) -> set[int]:
 
 WASTE_WEIGHT = 10.0
 """The README: a share's rise also counts 10 times its device's rise of expected end waste."""
-FILL_SHARE = 0.03
-"""The README: a gap is filled with probability ``min(1, p_fit / 0.03)``."""
+FILL_SHARE = 0.025
+"""The README: a gap is filled with probability ``min(1, p_fit / 0.025)``."""
+FILL_TEMPERATURE = 15.0
+"""The README: a filler is drawn by popularity times ``exp(-(its end waste) / 15)``."""
 
 
-def end_waste(gap: int, gpu: Gpu, mix: Sequence[TaskShape], fill_share: float) -> float:
+def end_waste(
+    gap: int, gpu: Gpu, mix: Sequence[TaskShape], fill_share: float, temperature: float = FILL_TEMPERATURE
+) -> float:
     """``W(g)``: a gap of ``g`` free thousandths on ``gpu`` is filled, with probability ``min(1, p_fit /
     fill_share)`` (``p_fit``: the summed popularity of the device shapes whose need on ``gpu`` is at most
-    ``g``), by one of them drawn by popularity, and ends as ``W`` says of what it leaves; else it stays idle."""
+    ``g``), by one of them, drawn with chance proportional to its popularity times ``exp(-W(g - need) /
+    temperature)``, and ends as ``W`` says of what it leaves; else it stays idle."""
     total = sum(s.weight for s in mix)
     needs = [(need_on(s, gpu), s.weight / total) for s in mix if s.num_gpu > 0]
     memo: dict[int, float] = {}
@@ -119,7 +124,11 @@ def end_waste(gap: int, gpu: Gpu, mix: Sequence[TaskShape], fill_share: float) -
                 memo[g] = float(g)
             else:
                 rho = min(1.0, p_fit / fill_share)
-                memo[g] = (1 - rho) * g + rho * sum(p * waste(g - n) for n, p in fits) / p_fit
+                ends = [(p, waste(g - n)) for n, p in fits]
+                # exp(-W / T) over the fillers, each taken relative to the least W so no term underflows.
+                floor = min(w for _, w in ends)
+                chance = [p * math.exp(-(w - floor) / temperature) for p, w in ends]
+                memo[g] = (1 - rho) * g + rho * sum(c * w for c, (_, w) in zip(chance, ends, strict=True)) / sum(chance)
         return memo[g]
 
     for g in range(gap + 1):  # bottom up: no deep recursion

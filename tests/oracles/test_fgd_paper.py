@@ -21,11 +21,13 @@ import os
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
+from hami_devices.scheduling import fgd
 from hami_devices.scheduling.fragmentation import node_fragmentation as reported_fragmentation
 from tests.oracles import fgd_paper
 from tests.oracles import placement_rules as rules
@@ -191,3 +193,20 @@ def test_the_policy_scores_each_candidate_by_its_rise_and_picks_the_least(data: 
         chosen = engine.place(request).grants[0].uuid
         best = max(fgd_paper.fgd_score(r) for r in rises.values())
         assert max(fgd_paper.fgd_score_range(rises[chosen])) >= best, (chosen, rises)
+
+
+def test_a_gap_is_filled_by_the_shape_that_leaves_it_least() -> None:
+    """By hand, from the README's definition: a mix of 470s and 320s, equally common (rho = 1 for any gap
+    either fits).  A lone 470's gap of 530 ends at 60 if the next 470 fills it, at 210 if a 320 does
+    (nothing fits 60 or 210); the filler is drawn by popularity times exp(-W / 15), so the 320 is
+    e^-10 as likely and W(530) is 60 and a hair, not the 135 a draw by popularity alone would give."""
+
+    snug = math.exp(-150 / 15)
+    expected = (60 + 210 * snug) / (1 + snug)
+    gpu = fgd_paper.Gpu(0, memory_capacity=16_000)
+    mix = [fgd_paper.TaskShape(gpu_milli=470), fgd_paper.TaskShape(gpu_milli=320)]
+    assert fgd_paper.end_waste(530, gpu, mix, fgd_paper.FILL_SHARE) == pytest.approx(expected, abs=1e-9)
+    need, weight = np.array([[470, 320]]), np.array([0.5, 0.5])
+    assert fgd.gap_waste(need, weight)[0][530] == pytest.approx(expected, abs=1e-9)
+    # Without the preference (an infinite temperature) it is the popularity-weighted mean.
+    assert fgd.gap_waste(need, weight, temperature=math.inf)[0][530] == pytest.approx(135.0)
