@@ -212,3 +212,15 @@ def gap_waste(
         rho = np.minimum(1.0, p_fit / fill_share)
         waste[:, gaps] = (1.0 - rho) * gaps[None, :] + rho * np.where(p_fit > 0, expected, 0.0)
     return waste
+
+
+def gap_feed(need: IntArray, mix: WorkloadMix) -> tuple[IntArray, IntArray]:
+    """``(cpu[c, g], mem[c, g])``: the least host CPU (millicores) and host memory (MiB) that a shape able to
+    fill a gap of ``g`` on a slot of class ``c`` asks (``need`` as for :func:`gap_waste`; ``NEVER`` where
+    no shape fits).  A node with less free than either can fill that gap with nothing: it ends idle."""
+    gaps = np.arange(MILLI + 1)
+    fits = (need > 0)[:, None, :] & (need[:, None, :] <= gaps[None, :, None])  # [C, G, S]
+    cpu = np.where(fits, mix.cpu[None, None, :], NEVER).min(axis=2, initial=NEVER)
+    mem = np.where(fits, mix.mem[None, None, :], NEVER).min(axis=2, initial=NEVER)
+    return cpu.astype(np.int64), mem.astype(np.int64)
+

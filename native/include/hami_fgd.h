@@ -39,4 +39,27 @@ void hami_fgd_share(const hami_fgd_state *st, int64_t k, const int64_t *node, co
 void hami_fgd_whole(const hami_fgd_state *st, int64_t k, const int64_t *node, int64_t count, int64_t cpu,
                     int64_t mem, double *out);
 
+/* The expected end waste of each node's gaps (hami_devices/scheduling/fgd.py gap_waste, gap_feed):
+ * a gap of g free on a slot whose class starts at offset `at` in the flat tables ends with waste[at + g],
+ * or with all g where the host's free CPU or memory is below feed_cpu / feed_mem[at + g]. */
+typedef struct hami_fgd_waste {
+    int64_t slots;             /* G */
+    const int64_t *free;       /* [N, G] free thousandths per slot (an absent slot: 0) */
+    const int64_t *at;         /* [N, G] the slot's class offset in the tables below */
+    const double *waste;       /* [classes x 1001] */
+    const int64_t *feed_cpu;   /* [classes x 1001] least host millicores of a shape that fits the gap */
+    const int64_t *feed_mem;   /* [classes x 1001] least host MiB of such a shape */
+    const int64_t *cpu_free;   /* [N] */
+    const int64_t *mem_free;   /* [N] */
+    const double *end_waste;   /* [N] the node's end waste now */
+} hami_fgd_waste;
+
+/* out[i]: the rise of node[i]'s end waste when its slot slot[i] is left with left[i] free and the host
+ * gives cpu millicores and mem MiB (every gap of the node is judged against the host share left). */
+void hami_fgd_end_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, const int64_t *slot,
+                        const int64_t *left, int64_t cpu, int64_t mem, double *out);
+
+/* out[i]: node[i]'s end waste now. */
+void hami_fgd_node_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, double *out);
+
 #endif

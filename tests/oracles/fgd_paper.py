@@ -134,3 +134,22 @@ def end_waste(
     for g in range(gap + 1):  # bottom up: no deep recursion
         waste(g)
     return waste(gap)
+
+
+def starved(gap: int, gpu: Gpu, mix: Sequence[TaskShape], cpu_free: int, mem_free: int) -> bool:
+    """The README: a gap ends idle whatever its size when the host's free CPU or free host memory is below
+    the least that any device shape fitting the gap asks (or when no shape fits it at all)."""
+    fits = [s for s in mix if s.num_gpu > 0 and (n := need_on(s, gpu)) is not None and 0 < n <= min(gap, WHOLE)]
+    if not fits:
+        return True
+    return cpu_free < min(s.cpu_milli for s in fits) or mem_free < min(s.host_memory_mib for s in fits)
+
+
+def node_end_waste(gpus: Sequence[Gpu], mix: Sequence[TaskShape], cpu_free: int, mem_free: int) -> float:
+    """The README: a node's expected end waste, each gap's ``W`` (``end_waste``, the README's fill share),
+    or all of the gap where the host cannot feed it (``starved``)."""
+    return sum(
+        float(g.free) if starved(g.free, g, mix, cpu_free, mem_free) else end_waste(g.free, g, mix, FILL_SHARE)
+        for g in gpus
+    )
+

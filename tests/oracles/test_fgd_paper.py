@@ -10,7 +10,7 @@ devices' free shares as the documentation defines them.  Compared with:
 * the rise the policy scores each candidate with, read from the public
   ``Placement.breakdown`` (documented encoding ``50 x gate + 0.49 x score + 0.4 x tie``,
   ``score = int(100 x sigmoid(-rise / 1000))``, where a share's rise also counts ``fgd_paper.WASTE_WEIGHT`` (10)
-  times its device's rise of expected end waste, ``fgd_paper.end_waste``) of every node's best
+  times its node's rise of expected end waste, ``fgd_paper.node_end_waste``) of every node's best
   placement (``Engine.rank``), and the policy's choice, which must be in the best score.
 """
 
@@ -148,6 +148,17 @@ def test_each_node_reports_the_papers_fragmentation(data: Any) -> None:
         assert reported[host.name] == pytest.approx(fragmentation_of(drawn.world, host.name, mix), abs=1e-6)
 
 
+def end_waste_of(world: World, node: str, mix: list[fgd_paper.TaskShape]) -> float:
+    """The node's expected end waste (the request asks no host share: the host's free share is the world's)."""
+    host = next(h for h in world.hosts if h.name == node)
+    gpus = [
+        fgd_paper.Gpu(free_milli(world, d), frozenset(d.names()), world.memory_capacity(d))
+        for d in world.devices
+        if d.node == node
+    ]
+    return fgd_paper.node_end_waste(gpus, mix, host.cpu_free, host.mem_free)
+
+
 def fragmentation_score(placement: hd.Placement) -> int:
     """The FGD score inside the documented encoding (no model constraint: every candidate passes the gate)."""
     value = placement.breakdown["fragmentation"]
@@ -175,13 +186,8 @@ def test_the_policy_scores_each_candidate_by_its_rise_and_picks_the_least(data: 
         assert granted is not None
         grown = after(world, uuid, granted)
         rises[uuid] = fragmentation_of(grown, node, mix) - fragmentation_of(world, node, mix)
-        if not request.parts[0].exclusive:  # a share also adds its device's rise of expected end waste
-            device = world.device(uuid)
-            gpu = fgd_paper.Gpu(0, frozenset(device.names()), world.memory_capacity(device))
-            rises[uuid] += fgd_paper.WASTE_WEIGHT * (
-                fgd_paper.end_waste(free_milli(grown, device), gpu, mix, fgd_paper.FILL_SHARE)
-                - fgd_paper.end_waste(free_milli(world, device), gpu, mix, fgd_paper.FILL_SHARE)
-            )
+        if not request.parts[0].exclusive:  # a share also adds its node's rise of expected end waste
+            rises[uuid] += fgd_paper.WASTE_WEIGHT * (end_waste_of(grown, node, mix) - end_waste_of(world, node, mix))
     ranked = engine.rank(request, limit=len(world.hosts))
     assert {p.grants[0].uuid for p in ranked} <= set(rises)
     assert bool(ranked) == bool(rises)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -255,3 +256,38 @@ def test_the_configuration_declares_or_continues_a_mix(tmp_path: Path, example_i
     resumed = build_engine(example_inventory, online).learned_mix()
     assert resumed is not None and resumed.seen == 40
     assert (250, 2000) in {(s.gpu_milli, s.cpu_milli) for s in resumed.mix.shapes}
+
+
+def test_a_gap_the_host_can_no_longer_feed_ends_idle(make_cluster: ClusterFactory) -> None:
+    """The end-waste rise against the README's definition (``fgd_paper.node_end_waste``): two T4s, one
+    holding a 470 (530 free), the host with 6 cores left; a mix of 470s asking 4 cores and 320s asking 1.
+    A 470 asking 5.5 cores leaves the host half a core, less than any shape that fits a gap asks, so every
+    gap of the node ends idle: on either device the node ends with 1060 idle (60 + 1000, or 530 + 530).
+    Judged device by device, as before, the first would have risen by W(60) - W(530) only."""
+    shapes = [
+        {"cpu_milli": 4000, "gpu_milli": 470, "num_gpu": 1, "weight": 1.0},
+        {"cpu_milli": 1000, "gpu_milli": 320, "num_gpu": 1, "weight": 1.0},
+    ]
+    cluster = make_cluster(("a", "nvidia", "T4", 2), cpu=10_000)
+    first = cluster.infos[cluster.rows_of("a")[0]]
+    assert first is not None
+    cluster.assume("a", [Grant.on(first, 0, first.memory_mib * 47 // 100, 47)], host_cpu_milli=4000)
+    index = FragmentationIndex(cluster, declared_mix(shapes))
+    index.sync()
+    gpus, paper = _gpus(cluster, "a"), _oracle_mix(shapes)
+    assert [g.free for g in gpus] == [530, 1000]
+    rows = np.array(cluster.rows_of("a"))
+    before = fgd_paper.node_end_waste(gpus, paper, 6000, 262_144)
+    for cpu, starving in ((5500, True), (2000, False)):
+        rises = index.waste_deltas(rows, np.array([60, 530]), cpu, 0)
+        expected = [
+            fgd_paper.node_end_waste([replace(gpus[0], free=60), gpus[1]], paper, 6000 - cpu, 262_144) - before,
+            fgd_paper.node_end_waste([gpus[0], replace(gpus[1], free=530)], paper, 6000 - cpu, 262_144) - before,
+        ]
+        assert rises.tolist() == pytest.approx(expected, abs=1e-9)
+        if starving:
+            assert expected == pytest.approx([1060 - before, 1060 - before])
+    device_alone = fgd_paper.end_waste(60, gpus[0], paper, fgd_paper.FILL_SHARE) - fgd_paper.end_waste(
+        530, gpus[0], paper, fgd_paper.FILL_SHARE
+    )
+    assert index.waste_deltas(rows[:1], np.array([60]), 5500, 0)[0] > device_alone + 900

@@ -104,7 +104,7 @@ class FragmentationScorer(Scorer):
             left = np.clip(c.free_share_after(rows, ctx.memory, ctx.granted_cores), 0, free)
             per_device = free - left
             delta = idx.share_deltas(rows, per_device, cpu, mem)
-            delta += WASTE_WEIGHT * idx.waste_deltas(rows, free, left)
+            delta += WASTE_WEIGHT * idx.waste_deltas(rows, left, cpu, mem)
             taken = per_device * part.count
         first = sigmoid_score(delta)
         scarcity = idx.scarcity[nodes, idx.slot_of[rows]]
