@@ -5,7 +5,9 @@ The policy's order of candidates, expressed as one score per device:
 1. Each candidate's fragmentation rise for the workload mix (``fragindex``:
    FGD's exact rise of ``F_n``, where a shape fits a node only with its host
    CPU *and* memory), mapped to FGD's integer score
-   ``int(100 * sigmoid(-delta / 1000))``.
+   ``int(100 * sigmoid(-delta / 1000))``; for a share, ``delta`` also counts ``WASTE_WEIGHT`` times the
+   node's rise of expected end waste (``fgd.gap_waste``: what the mix will leave of each gap, a gap the
+   host can no longer feed counted whole).
 2. For a task with devices, the rise of the node's stranded share (idle
    device thousandths its free CPU and memory can no longer feed at the mix's
    own ratios) is added, over the candidates whose model is no scarcer (for
