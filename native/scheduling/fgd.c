@@ -109,6 +109,9 @@ void hami_fgd_whole(const hami_fgd_state *st, int64_t k, const int64_t *node, in
 }
 
 static double gap_end_waste(const hami_fgd_waste *w, int64_t at, int64_t gap, int64_t cpu_left, int64_t mem_left) {
+    /* A slot's free share is within one device; clamped so a bad value never reads outside its class's row. */
+    if (gap < 0) gap = 0;
+    if (gap > HAMI_FGD_MILLI) gap = HAMI_FGD_MILLI;
     int64_t i = at + gap;
     if (cpu_left < w->feed_cpu[i] || mem_left < w->feed_mem[i]) return (double)gap; /* nothing can fill it */
     return w->waste[i];
