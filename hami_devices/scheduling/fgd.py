@@ -223,4 +223,3 @@ def gap_feed(need: IntArray, mix: WorkloadMix) -> tuple[IntArray, IntArray]:
     cpu = np.where(fits, mix.cpu[None, None, :], NEVER).min(axis=2, initial=NEVER)
     mem = np.where(fits, mix.mem[None, None, :], NEVER).min(axis=2, initial=NEVER)
     return cpu.astype(np.int64), mem.astype(np.int64)
-

@@ -7,8 +7,11 @@ only the nodes whose ``ClusterState.node_version`` moved are recomputed.  The
 rise of F_n for each candidate is computed by a small native kernel
 (``native/scheduling/fgd.c``, the arithmetic of ``fgd.frag`` per device and
 shape, held by tests to FGD's definition computed from scratch): one pass over
-candidates x shapes, no per-decision temporaries.  The layout is rebuilt when
-devices come or go, everything when the mix changes.
+candidates x shapes, no per-decision temporaries.  So is the rise of each node's
+expected end waste (``fgd.gap_waste`` and ``fgd.gap_feed`` tabulate it per slot
+class and gap; the kernel sums a node's gaps, held by tests to the README's
+definition).  The layout is rebuilt when devices come or go, everything when the
+mix changes.
 """
 
 from __future__ import annotations

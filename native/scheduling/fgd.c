@@ -2,7 +2,9 @@
  * fragmentation-aware policy (hami_devices/scheduling/fragindex.py), over candidate devices x
  * typical shapes.  The same arithmetic as hami_devices/scheduling/fgd.py (share_deltas,
  * whole_deltas), which the tests hold it identical to; here because numpy's temporaries cost
- * ten times the arithmetic at the scale of one decision (thousands of devices x dozens of shapes). */
+ * ten times the arithmetic at the scale of one decision (thousands of devices x dozens of shapes).
+ * Below them, each node's expected end waste, summed over its gaps from tables fgd.py builds
+ * (gap_waste, gap_feed): in numpy the per-node sums cost four times as much a decision. */
 #include <math.h>
 #include <stdint.h>
 
