@@ -103,7 +103,6 @@ class FragmentationIndex:
         class_need = np.where(self.mix.num > 0, need.reshape(n * width, len(shapes))[first], 0)
         self.waste_flat = fgd.gap_waste(class_need, self.mix.weight).ravel()
         self.feed_cpu_flat, self.feed_mem_flat = (f.ravel() for f in fgd.gap_feed(class_need, self.mix))
-        self.waste_at = self.need_class * (MILLI + 1)  # per slot: its class's offset in the flat tables
         # How scarce each slot's model is for model-constrained tasks: sum of p / slots accepting the set.
         constraints = self.mix.constraints or tuple(
             (s.models, float(w)) for s, w in zip(shapes, self.mix.weight, strict=True) if s.models and s.num_gpu
@@ -127,7 +126,7 @@ class FragmentationIndex:
         )
         self.seen = c.node_version.copy()
         self._layout = (c.layout_version, n)
-        self._st, self._waste = self._state()
+        self._st = self._state()
         self._recompute(np.arange(n))
 
     def _recompute(self, nodes: IntArray) -> None:
@@ -146,7 +145,7 @@ class FragmentationIndex:
                                     self.mix)
         nodes = np.ascontiguousarray(nodes, dtype=np.int64)
         waste = np.empty(nodes.size)
-        _lib.hami_fgd_node_waste(self._waste, nodes.size, _int64(nodes), _float64(waste))
+        _lib.hami_fgd_node_waste(self._st, nodes.size, _int64(nodes), _float64(waste))
         self.end_waste[nodes] = waste
         self.seen[nodes] = c.node_version[nodes]
 
@@ -155,8 +154,8 @@ class FragmentationIndex:
         return fgd.FragTerms(t.count_ge[nodes], t.small[nodes], t.total[nodes])
 
     # ------------------------------------------------------------------ deltas
-    def _state(self) -> tuple[Any, Any]:
-        """The native kernels' views of the index (pointers into the arrays; rebuilt with the layout)."""
+    def _state(self) -> Any:
+        """The native kernel's view of the index (pointers into the arrays; rebuilt with the layout)."""
         c = self.cluster
         st = _ffi.new("hami_fgd_state *")
         keep = [self.need, self.free, self.terms.count_ge, self.terms.small, self.terms.total, c.node_cpu_free,
@@ -171,15 +170,11 @@ class FragmentationIndex:
         st.need_class = _int64(keep[12])
         st.check_memory = 1
         st.cpu_only_all_idle = int(self.mix.cpu_only_all_idle)
-        waste = _ffi.new("hami_fgd_waste *")
-        tables = [self.waste_at, self.waste_flat, self.feed_cpu_flat, self.feed_mem_flat, self.end_waste]
-        waste.slots = self.slots.shape[1]
-        waste.free, waste.at = _int64(self.free), _int64(tables[0])
-        waste.waste, waste.end_waste = _float64(tables[1]), _float64(tables[4])
-        waste.feed_cpu, waste.feed_mem = _int64(tables[2]), _int64(tables[3])
-        waste.cpu_free, waste.mem_free = _int64(c.node_cpu_free), _int64(c.node_mem_free)
-        self._keep = keep + tables  # the structs point into these: they must outlive them
-        return st, waste
+        tables = [self.waste_flat, self.feed_cpu_flat, self.feed_mem_flat, self.end_waste]
+        st.waste, st.end_waste = _float64(tables[0]), _float64(tables[3])
+        st.feed_cpu, st.feed_mem = _int64(tables[1]), _int64(tables[2])
+        self._keep = keep + tables  # the struct points into these: they must outlive it
+        return st
 
     def share_deltas(self, rows: IntArray, take: IntArray, cpu: int, mem: int) -> FloatArray:
         """The rise of F_n when each device of ``rows`` gives ``take`` thousandths (inf where it can't)."""
@@ -206,7 +201,7 @@ class FragmentationIndex:
         slot = np.ascontiguousarray(self.slot_of[rows], dtype=np.int64)
         left = np.ascontiguousarray(left, dtype=np.int64)
         out = np.empty(rows.size)
-        _lib.hami_fgd_end_waste(self._waste, rows.size, _int64(node), _int64(slot), _int64(left), cpu, mem,
+        _lib.hami_fgd_end_waste(self._st, rows.size, _int64(node), _int64(slot), _int64(left), cpu, mem,
                                 _float64(out))
         return out
 

@@ -26,6 +26,13 @@ typedef struct hami_fgd_state {
     const double *weight;     /* [S] frequencies, summing to 1 */
     int32_t check_memory;     /* a shape also needs its host memory to fit */
     int32_t cpu_only_all_idle;
+    /* Expected end waste (hami_devices/scheduling/fgd.py gap_waste, gap_feed), per slot class c and gap g at
+     * [c * (HAMI_FGD_MILLI + 1) + g]: a gap ends with waste[], or with all of it where the host's free CPU or
+     * memory is below feed_cpu[] / feed_mem[] (the least a shape that fits the gap asks). */
+    const double *waste;
+    const int64_t *feed_cpu;
+    const int64_t *feed_mem;
+    const double *end_waste;  /* [N] the node's end waste now */
 } hami_fgd_state;
 
 /* out[i]: the rise of the fragmentation of node[i] when its slot slot[i] gives take[i] thousandths
@@ -39,27 +46,12 @@ void hami_fgd_share(const hami_fgd_state *st, int64_t k, const int64_t *node, co
 void hami_fgd_whole(const hami_fgd_state *st, int64_t k, const int64_t *node, int64_t count, int64_t cpu,
                     int64_t mem, double *out);
 
-/* The expected end waste of each node's gaps (hami_devices/scheduling/fgd.py gap_waste, gap_feed):
- * a gap of g free on a slot whose class starts at offset `at` in the flat tables ends with waste[at + g],
- * or with all g where the host's free CPU or memory is below feed_cpu / feed_mem[at + g]. */
-typedef struct hami_fgd_waste {
-    int64_t slots;             /* G */
-    const int64_t *free;       /* [N, G] free thousandths per slot (an absent slot: 0) */
-    const int64_t *at;         /* [N, G] the slot's class offset in the tables below */
-    const double *waste;       /* [classes x 1001] */
-    const int64_t *feed_cpu;   /* [classes x 1001] least host millicores of a shape that fits the gap */
-    const int64_t *feed_mem;   /* [classes x 1001] least host MiB of such a shape */
-    const int64_t *cpu_free;   /* [N] */
-    const int64_t *mem_free;   /* [N] */
-    const double *end_waste;   /* [N] the node's end waste now */
-} hami_fgd_waste;
-
 /* out[i]: the rise of node[i]'s end waste when its slot slot[i] is left with left[i] free and the host
  * gives cpu millicores and mem MiB (every gap of the node is judged against the host share left). */
-void hami_fgd_end_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, const int64_t *slot,
+void hami_fgd_end_waste(const hami_fgd_state *st, int64_t k, const int64_t *node, const int64_t *slot,
                         const int64_t *left, int64_t cpu, int64_t mem, double *out);
 
 /* out[i]: node[i]'s end waste now. */
-void hami_fgd_node_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, double *out);
+void hami_fgd_node_waste(const hami_fgd_state *st, int64_t k, const int64_t *node, double *out);
 
 #endif

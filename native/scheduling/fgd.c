@@ -110,32 +110,34 @@ void hami_fgd_whole(const hami_fgd_state *st, int64_t k, const int64_t *node, in
     }
 }
 
-static double gap_end_waste(const hami_fgd_waste *w, int64_t at, int64_t gap, int64_t cpu_left, int64_t mem_left) {
+static double gap_end_waste(const hami_fgd_state *st, int64_t class_id, int64_t gap, int64_t cpu_left,
+                            int64_t mem_left) {
     /* A slot's free share is within one device; clamped so a bad value never reads outside its class's row. */
     if (gap < 0) gap = 0;
     if (gap > HAMI_FGD_MILLI) gap = HAMI_FGD_MILLI;
-    int64_t i = at + gap;
-    if (cpu_left < w->feed_cpu[i] || mem_left < w->feed_mem[i]) return (double)gap; /* nothing can fill it */
-    return w->waste[i];
+    int64_t i = class_id * (HAMI_FGD_MILLI + 1) + gap;
+    if (cpu_left < st->feed_cpu[i] || mem_left < st->feed_mem[i]) return (double)gap; /* nothing can fill it */
+    return st->waste[i];
 }
 
 /* The node's end waste with slot `slot` (-1: none) left with `left` free and the host share given. */
-static double node_end_waste(const hami_fgd_waste *w, int64_t n, int64_t slot, int64_t left, int64_t cpu,
+static double node_end_waste(const hami_fgd_state *st, int64_t n, int64_t slot, int64_t left, int64_t cpu,
                              int64_t mem) {
-    const int64_t G = w->slots;
-    const int64_t cpu_left = w->cpu_free[n] - cpu, mem_left = w->mem_free[n] - mem;
-    const int64_t *free = w->free + n * G, *at = w->at + n * G;
+    const int64_t G = st->slots;
+    const int64_t cpu_left = st->cpu_free[n] - cpu, mem_left = st->mem_free[n] - mem;
+    const int64_t *free = st->free + n * G, *class_id = st->need_class + n * G;
     double sum = 0.0;
-    for (int64_t g = 0; g < G; g++) sum += gap_end_waste(w, at[g], g == slot ? left : free[g], cpu_left, mem_left);
+    for (int64_t g = 0; g < G; g++)
+        sum += gap_end_waste(st, class_id[g], g == slot ? left : free[g], cpu_left, mem_left);
     return sum;
 }
 
-void hami_fgd_end_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, const int64_t *slot,
+void hami_fgd_end_waste(const hami_fgd_state *st, int64_t k, const int64_t *node, const int64_t *slot,
                         const int64_t *left, int64_t cpu, int64_t mem, double *out) {
     for (int64_t i = 0; i < k; i++)
-        out[i] = node_end_waste(w, node[i], slot[i], left[i], cpu, mem) - w->end_waste[node[i]];
+        out[i] = node_end_waste(st, node[i], slot[i], left[i], cpu, mem) - st->end_waste[node[i]];
 }
 
-void hami_fgd_node_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, double *out) {
-    for (int64_t i = 0; i < k; i++) out[i] = node_end_waste(w, node[i], -1, 0, 0, 0);
+void hami_fgd_node_waste(const hami_fgd_state *st, int64_t k, const int64_t *node, double *out) {
+    for (int64_t i = 0; i < k; i++) out[i] = node_end_waste(st, node[i], -1, 0, 0, 0);
 }

@@ -43,25 +43,18 @@ typedef struct hami_fgd_state {
     const double *weight;
     int32_t check_memory;
     int32_t cpu_only_all_idle;
+    const double *waste;
+    const int64_t *feed_cpu;
+    const int64_t *feed_mem;
+    const double *end_waste;
 } hami_fgd_state;
 void hami_fgd_share(const hami_fgd_state *st, int64_t k, const int64_t *node, const int64_t *slot,
                     const int64_t *take, int64_t cpu, int64_t mem, double *out);
 void hami_fgd_whole(const hami_fgd_state *st, int64_t k, const int64_t *node, int64_t count, int64_t cpu,
                     int64_t mem, double *out);
-typedef struct hami_fgd_waste {
-    int64_t slots;
-    const int64_t *free;
-    const int64_t *at;
-    const double *waste;
-    const int64_t *feed_cpu;
-    const int64_t *feed_mem;
-    const int64_t *cpu_free;
-    const int64_t *mem_free;
-    const double *end_waste;
-} hami_fgd_waste;
-void hami_fgd_end_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, const int64_t *slot,
+void hami_fgd_end_waste(const hami_fgd_state *st, int64_t k, const int64_t *node, const int64_t *slot,
                         const int64_t *left, int64_t cpu, int64_t mem, double *out);
-void hami_fgd_node_waste(const hami_fgd_waste *w, int64_t k, const int64_t *node, double *out);
+void hami_fgd_node_waste(const hami_fgd_state *st, int64_t k, const int64_t *node, double *out);
 """
 
 ffibuilder = FFI()
