@@ -122,7 +122,7 @@ def test_the_scored_rise_is_the_rise_of_the_nodes_fragmentation() -> None:
     placement = engine.schedule(request)
     rise = node_fragmentation(cluster, engine.mix)["n0"] - before
     assert rise == 0.0
-    # The share's rise also counts its device's expected end waste: W(400) - W(500) = 100 - 200.
+    # The share's rise also counts its node's (one device's) expected end waste: W(400) - W(500) = 100 - 200.
     gpu, mix = fgd_paper.Gpu(0, memory_capacity=16_000), [fgd_paper.TaskShape(gpu_milli=300)]
     fill = fgd_paper.FILL_SHARE
     waste = fgd_paper.end_waste(400, gpu, mix, fill) - fgd_paper.end_waste(500, gpu, mix, fill)
