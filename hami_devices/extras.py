@@ -30,6 +30,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "pyspark": "spark",
     # (the [airflow] extra's modules are imported by DAG files; its own venv in the tests: not listed here)
     "highspy": "solver",
+    "psycopg": "postgresql",
 }
 
 

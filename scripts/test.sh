@@ -2,8 +2,9 @@
 # The whole test suite from a clean checkout (arguments go to pytest: `bash scripts/test.sh -q tests/core`).
 #
 #   .venv         the project, editable, with the extras the tests need, and the system packages they
-#                 use (scripts/system-deps.sh: the Prometheus server). It is also the environment of the
-#                 README's first command, so nothing test-only (the example vendor plugin) goes in it.
+#                 use (scripts/system-deps.sh: the Prometheus and PostgreSQL servers). It is also the
+#                 environment of the README's first command, so nothing test-only (the example vendor
+#                 plugin) goes in it.
 #   .whl/         `python -m build`: the sdist, and the wheel built from it with the C parts compiled in.
 #   .venv-plugin  that wheel with the [conformance] extra, and the example third-party plugin, built
 #                 against the wheel's region API as a plugin author builds it (its shim lands in
@@ -32,7 +33,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 quietly .venv/bin/python -m pip install --upgrade pip setuptools wheel cffi
-quietly .venv/bin/python -m pip install -e '.[test,kubernetes,ray,observability,precision,spark]'
+quietly .venv/bin/python -m pip install -e '.[test,kubernetes,ray,observability,precision,spark,postgresql]'
 # earlier versions of this script installed the example plugin here: take it out of the user's environment
 if .venv/bin/python -m pip show -q hami-example-accel >/dev/null 2>&1; then
     quietly .venv/bin/python -m pip uninstall -y hami-example-accel

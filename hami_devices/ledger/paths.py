@@ -18,6 +18,15 @@ def default_ledger_path() -> Path:
     return state / "hami-devices" / "ledger.db"
 
 
+def default_ledger_target() -> str | Path:
+    """``$HAMI_LEDGER`` as given when it is a URL (``postgresql://...``: a ``Path`` would fold its ``//``),
+    else ``default_ledger_path()``."""
+    text = os.environ.get("HAMI_LEDGER", "")
+    if "://" in text:
+        return text
+    return default_ledger_path()
+
+
 def default_busy_timeout() -> float:
     """How long to wait for a ledger another process holds: ``$HAMI_LEDGER_TIMEOUT`` seconds, else 30."""
     text = os.environ.get("HAMI_LEDGER_TIMEOUT", "").strip()
