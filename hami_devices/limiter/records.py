@@ -71,7 +71,11 @@ def _process_records(infos: Sequence[Any], devices: int) -> list[ProcessRecord]:
 
 @dataclass(frozen=True)
 class RegionUsage:
-    """One region's ``device_usage()`` and ``process_usage()``, read together."""
+    """One region's ``device_usage()`` and ``process_usage()``, read together.
+
+    From a ``UsageReader`` the processes also list, once, those the read found dead and reclaimed
+    (``alive=False``, with what they held); the devices' usage is without them already.
+    """
 
     devices: list[DeviceUsageRecord]
     processes: list[ProcessRecord]

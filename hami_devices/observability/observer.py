@@ -205,7 +205,7 @@ class Observer:
             slot = current.get((pid, start))
             data: dict[str, Any] = {"pid": pid, "start_time": start, "group": region.group, "exit_status": None}
             if slot is not None:
-                data["memory_held_bytes"] = slot.memory_used_bytes  # not yet reclaimed from the region
+                data["memory_held_bytes"] = slot.memory_used_bytes  # what the read that saw it dead reclaimed
             data["metadata"] = metadata
             events.append(
                 view.record_event(

@@ -1,6 +1,6 @@
 """Reading many regions in one native call (``hami_regions_usage`` via ``UsageReader``): the same records as
-reading each region on its own, the same object back for a region that did not change, room grown when
-the process slots outnumber the buffer."""
+reading each region on its own once the reader has reclaimed the dead, the same object back for a region that
+did not change, room grown when the process slots outnumber the buffer."""
 
 from __future__ import annotations
 
@@ -53,17 +53,28 @@ def test_one_call_reads_what_each_region_says(tmp_path: Path, specs: list[Spec])
             region.set_limit(device, DeviceLimit(memory, core))
         regions.append(region)
     try:
+        before = _one_by_one(regions)  # a plain read reclaims nothing: the dead still hold their reservations
         reader = UsageReader()
         first = reader.read(regions)
-        assert first == _one_by_one(regions)
+        after = _one_by_one(regions)  # ... which the reader gave back
+        for was, read, now in zip(before, first, after, strict=True):
+            assert read is not None
+            assert read.devices == now.devices and [p for p in read.processes if p.alive] == now.processes
+            dead = [p for p in was.processes if not p.alive]
+            assert [p for p in read.processes if not p.alive] == dead  # listed once, with what they held
+            for device, record in enumerate(read.devices):
+                freed = sum(p.memory_used_bytes for p in dead if p.device == device)
+                assert record.memory_used_bytes == was.devices[device].memory_used_bytes - freed
         again = reader.read(regions)
-        assert all(a is b for a, b in zip(first, again, strict=True))  # nothing changed: the same objects
+        assert again == after
+        third = reader.read(regions)
+        assert all(a is b for a, b in zip(again, third, strict=True))  # nothing changed: the same objects
         if regions:
             regions[-1].set_limit(0, DeviceLimit(5 * GIB, 7))
             moved = reader.read(regions)
             assert moved == _one_by_one(regions)
-            assert moved[-1] is not again[-1] and moved[-1].devices[0].memory_limit_bytes == 5 * GIB
-            assert all(a is b for a, b in zip(moved[:-1], again[:-1], strict=True))
+            assert moved[-1] is not third[-1] and moved[-1].devices[0].memory_limit_bytes == 5 * GIB
+            assert all(a is b for a, b in zip(moved[:-1], third[:-1], strict=True))
     finally:
         for region in regions:
             region.close()
@@ -86,9 +97,15 @@ def test_live_process_and_its_exit_are_seen(tmp_path: Path) -> None:
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
-        (gone,) = reader.read([region])  # the liveness lock went with the process
-        assert gone is not None and [p.alive for p in gone.processes] == [False, False]
-        assert gone == _one_by_one([region])[0]
+        # The liveness lock went with the process: the reader gives back what it held, and says so once.
+        (gone,) = reader.read([region])
+        assert gone is not None and gone.devices[0].memory_used_bytes == 0
+        assert [(p.pid, p.device, p.memory_used_bytes, p.alive) for p in gone.processes] == [
+            (child.pid, 0, 4096, False), (child.pid, 1, 0, False),
+        ]
+        assert _one_by_one([region])[0] == RegionUsage(gone.devices, [])
+        (later,) = reader.read([region])
+        assert later == RegionUsage(gone.devices, [])
 
 
 def test_more_processes_than_the_buffer_holds(tmp_path: Path) -> None:

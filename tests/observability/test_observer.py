@@ -61,7 +61,7 @@ def test_process_start_and_exit_are_recorded_once(drivers: Drivers, wenv: Env, t
     assert [(e.kind, e.data["pid"], e.data["exit_status"]) for e in exited] == [
         (EventKind.PROCESS_EXITED, holder.pid, None)
     ]
-    assert exited[0].data["memory_held_bytes"] == 24 * MIB  # killed holding it; not reclaimed yet
+    assert exited[0].data["memory_held_bytes"] == 24 * MIB  # killed holding it; the sampler's read reclaimed it
     assert first.observe(sampler.snapshot()) == []
     assert _kinds(ledger, handle.id) == [EventKind.PROCESS_STARTED, EventKind.PROCESS_EXITED]
 
