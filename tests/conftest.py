@@ -12,6 +12,9 @@ from hypothesis import settings
 # draw the unmutated code would fail too (`--hypothesis-profile=mutation`)
 settings.register_profile("mutation", derandomize=True, database=None)
 
+# a real PostgreSQL server and ledger_target/any_ledger over SQLite and PostgreSQL, for any test
+pytest_plugins = ["tests.ledger.fixtures"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
 
