@@ -40,16 +40,17 @@ SCRIPT = Path(__file__).resolve()
 
 def driver_versions() -> dict[str, str | None]:
     """The driver and the CUDA version it supports, from nvidia-smi (None where there is none)."""
-    found: dict[str, str | None] = {"driver": None, "cuda_driver": None}
+    found: dict[str, str | None] = {"driver": None, "cuda_driver": None, "gpu": None}
     if shutil.which("nvidia-smi") is None:
         return found
     try:
-        query = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"],
+        query = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader", "-i", "0"],
                                capture_output=True, text=True, timeout=30, check=False).stdout.strip()
         header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return found
-    found["driver"] = query.splitlines()[0].strip() if query else None
+    if "," in query:
+        found["driver"], found["gpu"] = (v.strip() for v in query.splitlines()[0].split(",", 1))
     match = re.search(r"CUDA Version:\s*([0-9.]+)", header)
     found["cuda_driver"] = match.group(1) if match else None
     return found
@@ -97,11 +98,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     problems = {name: c.get("error") or f"skipped: {c['skipped']}" for name, c in cases.items()
                 if "error" in c or "skipped" in c}
     device = solo["bare"].get("device") or {}
+    driver = driver_versions()
     return {
         "ok": not problems and all(t["met"] for t in targets.values()),
         "mode": "selftest (CPU stand-ins)" if args.selftest else "gpu",
-        "versions": {**driver_versions(), "torch": device.get("torch"), "cuda_runtime": device.get("cuda_runtime")},
-        "gpu": device.get("gpu"),
+        "versions": {"driver": driver["driver"], "cuda_driver": driver["cuda_driver"], "torch": device.get("torch"),
+                     "cuda_runtime": device.get("cuda_runtime")},
+        "gpu": device.get("gpu") or driver["gpu"],
         "budget_s": args.budget_s,
         "elapsed_s": round(time.monotonic() - started, 1),
         "figures": figures,

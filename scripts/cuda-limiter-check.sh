@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Check of the CUDA limiter shim on a real NVIDIA host with PyTorch (never run by the tests).
 #
-#   scripts/cuda-limiter-check.sh            # 1 GiB memory limit, 30% compute limit
-#   LIMIT=2g CORE=50 PYTHON=python3 scripts/cuda-limiter-check.sh
+#   scripts/cuda-limiter-check.sh            # 1 GiB memory limit
+#   LIMIT=2g PYTHON=python3 scripts/cuda-limiter-check.sh
 #
 # Checks, each against the shipped shim (libhami_cuda.so) in LD_PRELOAD:
 #   memory_region      HAMI_DEVICE_MEMORY_LIMIT with a region file: torch.cuda.mem_get_info() reports the limit
@@ -15,14 +15,19 @@
 #   pynvml             nvmlDeviceGetMemoryInfo from Python (ctypes + dlsym) inside the limited environment
 #   shared_limit       two processes of ONE allocation allocating at once: together never past the limit
 #   two_allocations    two processes of two allocations on the same GPU: each held to its own limit
-#   compute            a matmul loop's speed with HAMI_DEVICE_CORE_LIMIT=CORE against unlimited
-# Progress goes to stderr; stdout gets exactly one JSON line: {"ok": ..., "gpu": ..., "checks": {...}}.
-# Exit status 0 when every check held.
+#   compute_shares     scripts/compute_share_check.py (issue 36): tiny, medium and big kernels and a small decoder
+#                      LM alone at cap 30/50 against bare, two tenants at once (cap, share, 30 % beside unlimited),
+#                      a share tenant's arrival, the launch path with no core limit; held when every target is met
+# Progress goes to stderr; stdout gets exactly one JSON line: {"ok": ..., "gpu": ..., "versions": ...,
+# "checks": {...}, "compute_shares": {figures, cases, ...}, "targets": {name: {value, bound, op, met}}}.
+# The whole check is budgeted to TOTAL_S seconds (default 220, so that it ends within 4 minutes); compute cases
+# that would not fit in what is left are skipped and named.  Exit status 0 when every check held.
 set -euo pipefail
 
 PY=${PYTHON:-python3}
 LIMIT=${LIMIT:-1g}
-CORE=${CORE:-30}
+TOTAL_S=${TOTAL_S:-220}
+HERE=$(cd "$(dirname "$0")" && pwd)
 SHIM=$("$PY" -c 'from hami_devices.limiter import shim_library; print(shim_library("libhami_cuda.so"))')
 WORK=$(mktemp -d /tmp/hami-cuda-check.XXXXXX)
 chmod 700 "$WORK"
@@ -37,7 +42,7 @@ log() { echo "[cuda-limiter-check] $*" >&2; }
 bytes_of() { "$PY" -c 'import sys; from hami_devices.limiter import parse_bytes; print(parse_bytes(sys.argv[1]))' "$1"; }
 LIMIT_BYTES=$(bytes_of "$LIMIT")
 LIMIT_MIB=$((LIMIT_BYTES >> 20))
-log "shim $SHIM, limit $LIMIT ($LIMIT_BYTES bytes), core limit $CORE%"
+log "shim $SHIM, limit $LIMIT ($LIMIT_BYTES bytes), budget $TOTAL_S s"
 
 # Writes one check's JSON object to $WORK/<name>.json (the last line a probe printed, or a failure).
 record() {
@@ -208,44 +213,31 @@ two_at_once shared_limit "$WORK/shared.region" "$WORK/shared.region" 1
 log "== two_allocations: two processes of two allocations on one GPU ($LIMIT each)"
 two_at_once two_allocations "$WORK/one.region" "$WORK/two.region" 0
 
-COMPUTE_PROBE='
-import time, torch
-a = torch.randn(4096, 4096, device="cuda")
-for _ in range(5): a @ a
-torch.cuda.synchronize()
-n, start = 0, time.monotonic()
-while time.monotonic() - start < 5:
-    a @ a; n += 1
-    if n % 8 == 0: torch.cuda.synchronize()
-torch.cuda.synchronize()
-print(f"{n / (time.monotonic() - start):.1f}")
-'
-log "== compute: matmul loop, unlimited vs HAMI_DEVICE_CORE_LIMIT=$CORE"
-free_rate=$(env LD_PRELOAD="$SHIM" "$PY" -c "$COMPUTE_PROBE" 2>>"$WORK/compute.err" || echo 0)
-limited_rate=$(env LD_PRELOAD="$SHIM" HAMI_DEVICE_CORE_LIMIT="$CORE" HAMI_REGION_PATH="$WORK/c.region" \
-    "$PY" -c "$COMPUTE_PROBE" 2>>"$WORK/compute.err" || echo 0)
-record compute "$("$PY" - "$free_rate" "$limited_rate" "$CORE" <<'PY'
-import json, sys
-free, limited, core = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-share = 100 * limited / free if free else 0.0
-print(json.dumps({"ok": abs(share - core) <= 10, "unlimited_per_s": free, "limited_per_s": limited,
-                  "share_pct": round(share, 1), "target_pct": core}))
-PY
-)"
+log "== compute_shares: scripts/compute_share_check.py, $((TOTAL_S - SECONDS)) s left"
+"$PY" "$HERE/compute_share_check.py" --shim "$SHIM" --work "$WORK/compute" --python "$PY" \
+    --budget-s "$((TOTAL_S - SECONDS - 5))" >"$WORK/compute_shares.out" || true
 
 "$PY" - "$WORK" "$GPU" "$LIMIT_BYTES" <<'PY'
 import json, sys
 from pathlib import Path
 work, gpu, limit = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 names = ["memory_region", "memory_hami_core", "memory_vmm", "memory_async", "nvidia_smi", "pynvml",
-         "shared_limit", "two_allocations", "compute"]
+         "shared_limit", "two_allocations"]
 checks = {}
 for name in names:
     try:
         checks[name] = json.loads((work / f"{name}.json").read_text())
     except (OSError, ValueError):
         checks[name] = {"ok": False, "error": "did not run"}
+try:
+    shares = json.loads((work / "compute_shares.out").read_text().strip().splitlines()[-1])
+except (OSError, ValueError, IndexError):
+    shares = {"ok": False, "problems": {"compute_share_check.py": "printed no JSON line"}, "targets": {}}
+targets = shares.pop("targets", {})
+checks["compute_shares"] = {"ok": bool(shares.get("ok")), "targets_met": sum(t["met"] for t in targets.values()),
+                            "targets": len(targets), "problems": shares.get("problems", {})}
 print(json.dumps({"ok": all(c.get("ok") for c in checks.values()), "gpu": gpu, "limit_bytes": limit,
-                  "checks": checks}))
+                  "versions": shares.pop("versions", None), "checks": checks, "compute_shares": shares,
+                  "targets": targets}))
 sys.exit(0 if all(c.get("ok") for c in checks.values()) else 1)
 PY

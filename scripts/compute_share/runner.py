@@ -127,7 +127,12 @@ class Runner:
             staged.write_text(repr(time.monotonic() + 0.05))
             staged.replace(go)  # the tenants read a whole start time or none
         else:
-            _say(f"{group.name}: not every tenant became ready")
+            _say(f"{group.name}: not every tenant became ready; stopping the group")
             for w in workers.values():
                 w.kill()
-        return {name: w.result(timeout - (time.monotonic() - begin)) for name, w in workers.items()}
+        results = {name: w.result(timeout - (time.monotonic() - begin)) for name, w in workers.items()}
+        for result in results.values():
+            if "error" not in result and "log" not in result:  # killed before it could say why
+                result.clear()
+                result["error"] = "stopped: another tenant of the group did not become ready"
+        return results
