@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from hami_devices.cli.common import config_from
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
-from hami_devices.ledger import SqliteLedger
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger.opening import LEDGER_HELP, argument_type, open_ledger
 from hami_devices.lifecycle import AllocationStatus, collect_garbage, list_allocations
 from hami_devices.registry import load_vendors
 
@@ -22,10 +20,10 @@ def _add_common(parser: argparse.ArgumentParser, *, inherited: bool = False) -> 
     default = argparse.SUPPRESS if inherited else None
     parser.add_argument(
         "--ledger",
-        metavar="FILE",
-        type=Path,
+        metavar="FILE|URL",
+        type=argument_type,
         default=default,
-        help="SQLite ledger of live allocations (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)",
+        help=LEDGER_HELP,
     )
     parser.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS if inherited else False, help="print JSON for scripts"
@@ -75,7 +73,7 @@ def _usage(status: AllocationStatus) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    ledger = SqliteLedger(args.ledger or default_ledger_path())
+    ledger = open_ledger(args.ledger)
     try:
         statuses = list_allocations(ledger)
     finally:
@@ -111,7 +109,7 @@ def run_gc(args: argparse.Namespace) -> int:
     """Each action is also logged to ``hami_devices.lifecycle`` (INFO) for whoever embeds or wraps the verb."""
     if args.grace < 0:
         raise InvalidRequest("--grace", f"{args.grace} s is negative")
-    ledger = SqliteLedger(args.ledger or default_ledger_path())
+    ledger = open_ledger(args.ledger)
     try:
         registry = load_vendors(config=config_from(args))
         report = collect_garbage(ledger, registry.adapters, grace_s=args.grace, dry_run=args.dry_run)

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import discover
 from hami_devices.errors import InvalidRequest
 from hami_devices.kubernetes import quantity
-from hami_devices.ledger import Ledger, MemoryLedger, SqliteLedger
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger import Ledger, MemoryLedger
+from hami_devices.ledger.opening import LEDGER_HELP, argument_type, open_ledger
 from hami_devices.registry import load_vendors
 
 
@@ -27,12 +26,12 @@ def add_source(parser: argparse.ArgumentParser, *, ledger: bool = False) -> None
     )
     add_node_name(parser)
     if ledger:
-        parser.add_argument(
-            "--ledger",
-            metavar="FILE",
-            type=Path,
-            help="SQLite ledger of live allocations (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)",
-        )
+        add_ledger(parser)
+
+
+def add_ledger(parser: argparse.ArgumentParser, help: str = LEDGER_HELP) -> None:
+    """``--ledger FILE|URL``: a SQLite file, or a ``postgresql://`` URL (kept a string: a Path folds ``//``)."""
+    parser.add_argument("--ledger", metavar="FILE|URL", type=argument_type, help=help)
 
 
 def add_node_name(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +55,7 @@ def config_from(args: argparse.Namespace) -> HamiConfig:
 def ledger_from(args: argparse.Namespace) -> Ledger:
     if not hasattr(args, "ledger"):
         return MemoryLedger()
-    return SqliteLedger(args.ledger or default_ledger_path())
+    return open_ledger(args.ledger)
 
 
 def devices_from(args: argparse.Namespace, ledger: Ledger) -> list[Device]:

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from hami_devices.cli.common import config_from
+from hami_devices.cli.common import add_ledger, config_from
 from hami_devices.errors import InvalidRequest
 from hami_devices.extras import require
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger.opening import open_ledger
 
 
 def register(subparsers: Any) -> None:
@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
         p.add_argument("--inventory", metavar="FILE", help="simulated back end (default: the hardware)")
         p.add_argument("--node", required=True, help="this node's name (the pool)")
         p.add_argument("--claim", required=True, metavar="FILE", help="the allocated ResourceClaim")
-        p.add_argument("--ledger", type=Path, metavar="FILE", help="SQLite ledger (default: $HAMI_LEDGER ...)")
+        add_ledger(p)
         p.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"), help="CDI spec directory")
         p.add_argument("--config", metavar="FILE", help="configuration YAML")
         p.add_argument("--json", action="store_true", help="print JSON")
@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--inventory", metavar="FILE", help="simulated back end (default: the hardware)")
     serve.add_argument("--node", default=os.environ.get("NODE_NAME"),
                        help="this node's name, the pool (default: $NODE_NAME)")
-    serve.add_argument("--ledger", type=Path, metavar="FILE", help="SQLite ledger (default: $HAMI_LEDGER ...)")
+    add_ledger(serve)
     serve.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"), help="CDI spec directory")
     serve.add_argument("--config", metavar="FILE", help="configuration YAML")
     serve.add_argument("--registry-dir", type=Path, metavar="DIR",
@@ -159,11 +159,10 @@ def _allocate(args: argparse.Namespace) -> int:
 def _plugin(args: argparse.Namespace) -> Any:
     from hami_devices.discovery import discover
     from hami_devices.kubernetes.dra.node import NodePlugin
-    from hami_devices.ledger import SqliteLedger
     from hami_devices.registry import load_vendors
 
     config = config_from(args)
-    ledger = SqliteLedger(args.ledger or default_ledger_path())
+    ledger = open_ledger(args.ledger)
     devices = discover(args.inventory, config=config, ledger=ledger, registry=load_vendors(config=config))
     return NodePlugin(args.node, devices, ledger, args.cdi_dir)
 

@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import add_json, add_source, devices_from
+from hami_devices.cli.common import add_json, add_ledger, add_source, devices_from
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
-from hami_devices.ledger import SCHEMA_VERSION, Event, EventKind, SqliteLedger
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger import SCHEMA_VERSION, Event, EventKind, Ledger
+from hami_devices.ledger.opening import LedgerTarget, open_ledger
+from hami_devices.ledger.paths import default_ledger_target
 from hami_devices.observability.timeparse import iso, parse_time
 
 
@@ -24,7 +25,7 @@ def register(subparsers: Any) -> None:
         help="show the lifecycle event log (allocations, workload processes, device health)",
         description="Times: ISO 8601, Unix seconds, now, or an age such as 15m, 2h, 7d.",
     )
-    parser.add_argument("--ledger", metavar="FILE", type=Path, help="SQLite ledger (default: as for allocate)")
+    add_ledger(parser, "ledger: a SQLite file or a postgresql:// URL (default: as for allocate)")
     parser.add_argument("--since", metavar="T", help="only events at or after T")
     parser.add_argument("--until", metavar="T", help="only events before T")
     parser.add_argument("--allocation", metavar="ID", help="only this allocation's events")
@@ -50,12 +51,12 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def open_existing(path: Path | None) -> SqliteLedger:
-    """Readers must not create an empty ledger where the user mistyped a path."""
-    target = path or default_ledger_path()
-    if not target.exists():
+def open_existing(target: LedgerTarget | None) -> Ledger:
+    """Readers must not create an empty ledger where the user mistyped a path (a database is not a path)."""
+    target = target or default_ledger_target()
+    if isinstance(target, Path) and not target.exists():
         raise InvalidRequest("--ledger", f"no ledger at {target}")
-    return SqliteLedger(target)
+    return open_ledger(target)
 
 
 def detail(event: Event) -> str:
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         ledger.close()
 
 
-def _follow(ledger: SqliteLedger, first: list[Event], filters: dict[str, Any], args: argparse.Namespace) -> int:
+def _follow(ledger: Ledger, first: list[Event], filters: dict[str, Any], args: argparse.Namespace) -> int:
     """Print as events commit; seq order is commit order, so nothing is skipped or repeated."""
     last = max((e.seq or 0 for e in first), default=0)
     if not first:

@@ -7,12 +7,11 @@ import json
 import signal
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import config_from
+from hami_devices.cli.common import add_ledger, config_from
 from hami_devices.errors import InvalidRequest
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger.opening import open_ledger
 
 
 def register(subparsers: Any) -> None:
@@ -27,8 +26,7 @@ def register(subparsers: Any) -> None:
                         help="address to serve on (default 127.0.0.1:8888, loopback only; port 0 picks one)")
     parser.add_argument("--inventory", required=True, metavar="FILE", help="cluster inventory YAML (the nodes)")
     parser.add_argument("--config", metavar="FILE", help="configuration YAML (policy, memory factor, MIG mode)")
-    parser.add_argument("--ledger", type=Path, metavar="FILE",
-                        help="SQLite ledger (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)")
+    add_ledger(parser)
     parser.add_argument("--policy", help="default placement policy (a pod's hami.io/gpu-scheduler-policy wins)")
     parser.add_argument("--timeout", type=float, default=5.0, metavar="S",
                         help="per-request deadline in seconds, below kube-scheduler's httpTimeout (default 5)")
@@ -53,7 +51,6 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hami_devices.kubernetes.extender import ApiServerBinder, Extender, PodBinder, ServerSettings, serve
-    from hami_devices.ledger import SqliteLedger
 
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
@@ -69,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         binder = ApiServerBinder(kubeconfig=args.kubeconfig, timeout_s=args.timeout / 2)
     else:
         raise InvalidRequest("--binder", f"expected 'kubernetes' or 'record:FILE', got {args.binder!r}")
-    ledger = SqliteLedger(args.ledger or default_ledger_path())
+    ledger = open_ledger(args.ledger)
     extender = Extender(args.inventory, ledger, binder, config_from(args), policy=args.policy, lease_s=args.lease)
     counts = extender.reap()
     settings = ServerSettings(host.strip("[]"), int(port), args.timeout, args.max_body, args.workers, args.maintenance)

@@ -20,7 +20,7 @@ from typing import Any
 from hami_devices.cli.common import add_json, add_source
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger.paths import default_ledger_target
 
 
 def register(subparsers: Any) -> None:
@@ -51,7 +51,7 @@ def _setup(args: argparse.Namespace) -> Any:
     from hami_devices.integrations.ray.node import NodeSetup
 
     return NodeSetup(
-        ledger=args.ledger or default_ledger_path(),
+        ledger=args.ledger or default_ledger_target(),
         inventory=Path(args.inventory) if args.inventory else None,
         node=args.node,
         config=Path(args.config) if args.config else None,

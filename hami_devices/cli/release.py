@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from hami_devices.allocation import release_from
-from hami_devices.cli.common import add_json, config_from
+from hami_devices.cli.common import add_json, add_ledger, config_from
 from hami_devices.cli.output import emit_json
-from hami_devices.ledger import EventKind, SqliteLedger
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger import EventKind
+from hami_devices.ledger.opening import open_ledger
 from hami_devices.registry import load_vendors
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("release", help="release an allocation by its handle id")
     parser.add_argument("handle_id", metavar="HANDLE_ID")
-    parser.add_argument("--ledger", metavar="FILE", type=Path, help="SQLite ledger (default: as for allocate)")
+    add_ledger(parser, "ledger: a SQLite file or a postgresql:// URL (default: as for allocate)")
     parser.add_argument("--config", metavar="FILE", help="configuration YAML (as given to allocate)")
     parser.add_argument(
         "--force",
@@ -29,7 +28,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ledger = SqliteLedger(args.ledger or default_ledger_path())
+    ledger = open_ledger(args.ledger)
     try:
         registry = load_vendors(config=config_from(args))
         handle = release_from(ledger, args.handle_id, registry.adapters, force=args.force)

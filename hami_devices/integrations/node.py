@@ -7,7 +7,7 @@ as variables in the environment of the node's engine processes:
 - ``HAMI_INVENTORY``: an inventory file (the simulated back end); unset: the vendor libraries;
 - ``HAMI_NODE``: which inventory node this node is (needed when the inventory has several);
 - ``HAMI_CONFIG``: the configuration YAML; ``HAMI_VENDORS``: comma-separated vendors to load;
-- ``HAMI_LEDGER``: the node's durable SQLite ledger (default as for the CLI).
+- ``HAMI_LEDGER``: the node's durable ledger, a SQLite file or a ``postgresql://`` URL (default as for the CLI).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
 from hami_devices.discovery import discover
 from hami_devices.errors import InvalidRequest
-from hami_devices.ledger import Ledger, SqliteLedger
+from hami_devices.ledger import Ledger
+from hami_devices.ledger.opening import LedgerTarget, ledger_target, open_ledger
 from hami_devices.ledger.paths import default_ledger_path
 from hami_devices.registry import load_vendors
 
@@ -33,7 +34,7 @@ VARIABLES = ("HAMI_INVENTORY", "HAMI_NODE", "HAMI_CONFIG", "HAMI_VENDORS", "HAMI
 class NodeSetup:
     """Where one node's devices come from and where its allocations are recorded."""
 
-    ledger: Path
+    ledger: LedgerTarget
     inventory: Path | None = None
     node: str | None = None
     config: Path | None = None
@@ -46,7 +47,7 @@ class NodeSetup:
         env = os.environ if env is None else env
         ledger = env.get("HAMI_LEDGER")
         return cls(
-            ledger=Path(ledger) if ledger else default_ledger_path(),
+            ledger=ledger_target(ledger, field="HAMI_LEDGER") if ledger else default_ledger_path(),
             inventory=Path(env["HAMI_INVENTORY"]) if env.get("HAMI_INVENTORY") else None,
             node=env.get("HAMI_NODE") or None,
             config=Path(env["HAMI_CONFIG"]) if env.get("HAMI_CONFIG") else None,
@@ -56,7 +57,8 @@ class NodeSetup:
     def variables(self) -> dict[str, str]:
         """The ``HAMI_*`` variables that describe this set-up to the node's processes."""
         found = {
-            "HAMI_LEDGER": str(self.ledger.resolve()),  # the node's processes may run in another folder
+            # the node's processes may run in another folder
+            "HAMI_LEDGER": str(self.ledger.resolve()) if isinstance(self.ledger, Path) else self.ledger,
             "HAMI_INVENTORY": str(self.inventory.resolve()) if self.inventory else "",
             "HAMI_NODE": self.node or "",
             "HAMI_CONFIG": str(self.config.resolve()) if self.config else "",
@@ -71,7 +73,7 @@ class NodeSetup:
         """This node's devices, each recording its allocations in the node's ledger."""
         config = self.load_config()
         registry = load_vendors(self.vendors or None, config)
-        ledger = ledger or SqliteLedger(self.ledger)
+        ledger = ledger or open_ledger(self.ledger)
         found = discover(self.inventory, config=config, ledger=ledger, registry=registry)
         if self.inventory is None:
             return found

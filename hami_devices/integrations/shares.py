@@ -24,7 +24,7 @@ from hami_devices.allocation import allocate, release_from
 from hami_devices.device import Device
 from hami_devices.errors import AmbiguousEnvironment, InsufficientResources, InvalidRequest, UnknownAllocation
 from hami_devices.integrations.node import NodeSetup
-from hami_devices.ledger import SqliteLedger
+from hami_devices.ledger.opening import open_ledger
 from hami_devices.models import DeviceHandle, HamiModel, RequestPart, ResourceRequest, TaskType
 
 OWN_KEYS = ("task_type", "queue", "grant_timeout_s")
@@ -99,7 +99,7 @@ class NodeShares:
 
     def __init__(self, setup: NodeSetup | None = None) -> None:
         self.setup = setup or NodeSetup.from_env()
-        self.ledger = SqliteLedger(self.setup.ledger)
+        self.ledger = open_ledger(self.setup.ledger)
         self._devices: list[Device] | None = None
 
     def devices(self) -> list[Device]:

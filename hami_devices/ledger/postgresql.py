@@ -313,7 +313,8 @@ class PostgresLedger(Ledger):
                 "and the credentials"
             )
         return LedgerUnavailable(
-            f"{where} is not a readable ledger ({text}); `hami-devices doctor --ledger URL` says what to do"
+            f"{where} is not a readable ledger ({text}): check that this database holds a hami-devices ledger, "
+            "or name another one"
         )
 
     @contextmanager

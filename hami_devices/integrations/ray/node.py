@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.integrations.node import NodeSetup as BaseNodeSetup
-from hami_devices.ledger import SqliteLedger
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger.opening import ledger_target, open_ledger
+from hami_devices.ledger.paths import default_ledger_target
 
 PLUGIN_CLASS = "hami_devices.integrations.ray.plugin.HamiPlugin"
 PLUGINS_VAR = "RAY_RUNTIME_ENV_PLUGINS"
@@ -57,7 +57,7 @@ def init(
     import ray
 
     setup = NodeSetup(
-        ledger=Path(ledger) if ledger else default_ledger_path(),
+        ledger=ledger_target(ledger) if ledger else default_ledger_target(),
         inventory=Path(inventory) if inventory else None,
         node=node,
         config=Path(config) if config else None,
@@ -74,7 +74,7 @@ def offered_resources(setup: NodeSetup) -> dict[str, float]:
     from hami_devices.integrations.ray.ownership import reap
     from hami_devices.integrations.ray.resources import node_resources
 
-    ledger = SqliteLedger(setup.ledger)
+    ledger = open_ledger(setup.ledger)
     devices = setup.devices(ledger)
     reap(ledger, {d.info.vendor: d.adapter for d in devices}, logging.getLogger(__name__))
     return node_resources(devices)

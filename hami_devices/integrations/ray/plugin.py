@@ -32,7 +32,7 @@ from hami_devices.integrations.ray.errors import ShareRefused
 from hami_devices.integrations.ray.node import NodeSetup
 from hami_devices.integrations.ray.ownership import handle_id, owner_key, reap
 from hami_devices.integrations.ray.spec import FIELD, PRELOAD_VAR, SHARE_VAR, ShareSpec, digest_of
-from hami_devices.ledger import SqliteLedger
+from hami_devices.ledger.opening import open_ledger
 from hami_devices.models import DeviceHandle
 
 EVICT_AT_ONCE = 1 << 62  # bytes: above any URI cache limit, so an unused share is deleted immediately
@@ -51,7 +51,7 @@ class HamiPlugin(RuntimeEnvPlugin):
         self._owner = owner_key()
         self._lock = threading.Lock()
         self._devices: list[Device] | None = None
-        self._ledger = SqliteLedger(self._setup.ledger)
+        self._ledger = open_ledger(self._setup.ledger)
         try:
             reap(self._ledger, {}, module_logger)
         except Exception:  # a broken ledger must not stop the node; each create will report it
