@@ -16,6 +16,7 @@ from hami_devices.config import HamiConfig, load_config
 from hami_devices.discovery import complete_inventory, load_inventory_for
 from hami_devices.inventory import Inventory
 from hami_devices.ledger import Ledger
+from hami_devices.ledger.conflicts import note_conflicts
 from hami_devices.models import RequestDefaults
 from hami_devices.nodeconfig import configure_inventory
 from hami_devices.registry import VendorRegistry, load_vendors
@@ -57,6 +58,9 @@ def build_engine(
         with ledger.reading() as view:
             cluster.sync(view.handles())
             kept = load_from(view)
+        if cluster.conflicts:  # rows past a limit load all the same; each is recorded once for doctor
+            with ledger.transaction() as view:
+                note_conflicts(view, cluster.conflicts)
         if kept is not None:
             engine.use_learned_mix(kept)
     return engine

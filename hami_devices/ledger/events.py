@@ -34,6 +34,7 @@ class EventKind(StrEnum):
     LIMITER_REFUSALS = "limiter.refusals"
     REGION_REMOVED = "region.orphan_removed"
     MIGRATED = "task.migrated"  # a defragmentation move: data has before/after, checkpointed, lost work
+    CONFLICT = "ledger.conflict"  # an allocation the ledger holds past a limit (ledger.conflicts)
 
 
 ENDS_ALLOCATION = frozenset({EventKind.RELEASED, EventKind.EVICTED})

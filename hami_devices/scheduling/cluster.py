@@ -10,16 +10,16 @@ answers and rule masks kept between decisions in ``plans``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from hami_devices.accounting import DeviceUsage
-from hami_devices.errors import HamiError, InvalidRequest, UnknownAllocation
+from hami_devices.errors import HamiError, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.models import DeviceHandle, DeviceInfo, Grant, ResourceRequest, Taint
 from hami_devices.rounding import GrantRule
-from hami_devices.rules import NODE_RULES, HostDemand, check_grant, failures
+from hami_devices.rules import NODE_RULES, USAGE_CODES, HostDemand, Rule, check_grant, failures
 from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
 from hami_devices.scheduling.plans import Plans
 from hami_devices.scheduling.tables import UNBOUNDED, NodeState
@@ -37,6 +37,13 @@ __all__ = [
 
 
 _HOST_LIMITS = tuple(r for r in NODE_RULES if r.limit is not None)
+_AMOUNT_OF = {ReasonCode.CARD_INSUFFICIENT_MEMORY: "memory_mib", ReasonCode.CARD_INSUFFICIENT_CORE: "cores"}
+
+
+def _takes_none(grant: Grant, code: ReasonCode) -> bool:
+    """Whether ``grant`` takes none of the amount ``code`` limits (then it is not what broke it)."""
+    amount = _AMOUNT_OF.get(code)
+    return amount is not None and getattr(grant, amount) == 0
 
 
 class PlacementState(StrEnum):
@@ -75,6 +82,9 @@ class ClusterState(Plans):
     ) -> None:
         super().__init__(memory_overcommit, rules, core_capacity=core_capacity)
         self.bookings: dict[str, Booking] = {}
+        self.conflicts: dict[str, dict[str, list[ReasonCode]]] = {}
+        """Booked ledger allocations that break a limit: id -> device uuid or node name -> codes (see ``book``)."""
+        self._elsewhere: set[str] = set()  # ledger allocations with nothing on this cluster (``follow``)
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------ nodes
@@ -133,44 +143,71 @@ class ClusterState(Plans):
         """
         grants = list(grants)
         self._node(node)
-        rows = [self.row(g.uuid) for g in grants]
-        if len(set(rows)) != len(rows):
-            raise InvalidRequest("grants", "a device appears twice in one placement")
         booking_id = booking_id or f"p{next(self._ids)}"
         if booking_id in self.bookings:
             raise InvalidRequest("id", f"placement {booking_id!r} already booked")
         host_nodes = tuple(dict.fromkeys([node, *(g.node for g in grants)]))
+        # only what the node holds: a placement already made is booked on a cordoned or tainted node
         host = HostDemand(host_cpu_milli, host_memory_mib)
-        for name in host_nodes:
+        short = self._host_failures(host_nodes, host)
+        if short:
+            name, codes = next(iter(short.items()))
+            raise HamiError(f"node {name!r} cannot host this placement: {', '.join(codes)}")
+        broken = self._grant_failures(grants)
+        if broken:
+            uuid, codes = next(iter(broken.items()))
+            raise HamiError(f"device {uuid!r} cannot take this grant: {', '.join(codes)}")
+        return self._hold(
+            Booking(
+                id=booking_id,
+                node=node,
+                grants=grants,
+                host_cpu_milli=host_cpu_milli,
+                host_memory_mib=host_memory_mib,
+                preemptible=preemptible,
+                state=state,
+                request=request,
+                host_nodes=host_nodes,
+            )
+        )
+
+    def _host_failures(
+        self, names: Sequence[str], host: HostDemand, limits: Sequence[Rule] = _HOST_LIMITS
+    ) -> dict[str, list[ReasonCode]]:
+        """The host ``limits`` (CPU, memory) each of the nodes ``names`` would break taking ``host``."""
+        found: dict[str, list[ReasonCode]] = {}
+        for name in names:
             nrow = self._node_index[self._node(name).name]
-            # only what the node holds: a placement already made is booked on a cordoned or tainted node
-            short = failures(_HOST_LIMITS, self.node_view(slice(nrow, nrow + 1)), host)
+            short = failures(limits, self.node_view(slice(nrow, nrow + 1)), host)
             if short:
-                raise HamiError(f"node {name!r} cannot host this placement: {', '.join(short)}")
+                found[name] = short
+        return found
+
+    def _grant_failures(self, grants: Sequence[Grant], *, every: bool = False) -> dict[str, list[ReasonCode]]:
+        """The device rules each grant breaks on its device as it is now (a device given twice is refused);
+        ``every``: an entry for each grant, in order, empty where it breaks none."""
+        rows = [self.row(g.uuid) for g in grants]
+        if len(set(rows)) != len(rows):
+            raise InvalidRequest("grants", "a device appears twice in one placement")
+        found: dict[str, list[ReasonCode]] = {}
         for row, grant in zip(rows, grants, strict=True):
             problems = check_grant(self.view(slice(row, row + 1)), grant)
-            if problems:
-                raise HamiError(f"device {grant.uuid!r} cannot take this grant: {', '.join(problems)}")
-        booking = Booking(
-            id=booking_id,
-            node=node,
-            grants=grants,
-            host_cpu_milli=host_cpu_milli,
-            host_memory_mib=host_memory_mib,
-            preemptible=preemptible,
-            state=state,
-            request=request,
-            host_nodes=host_nodes,
-        )
-        for row, grant in zip(rows, grants, strict=True):
-            self.mem_used[row] += grant.memory_mib
+            if problems or every:
+                found[grant.uuid] = problems
+        return found
+
+    def _hold(self, booking: Booking) -> Booking:
+        """Charge what ``booking`` holds to its devices and host nodes, and keep it."""
+        for grant in booking.grants:
+            row = self.row(grant.uuid)
+            self.mem_used[row] += grant.booked_mib  # the share and the context booked on top of it
             self.cores_used[row] += grant.cores
             self.sharers[row] += 1
             self.exclusive[row] |= grant.exclusive
             self.usage[row] = self.usage[row].plus(grant)
             self._refresh(row)
-        for name in host_nodes:
-            self._charge_host(name, host_cpu_milli, host_memory_mib)
+        for name in booking.host_nodes:
+            self._charge_host(name, booking.host_cpu_milli, booking.host_memory_mib)
         self.bookings[booking.id] = booking
         self.version += 1
         return booking
@@ -208,6 +245,10 @@ class ClusterState(Plans):
         """Mirror an allocation of the ledger (confirmed); the booking id is the handle id.
 
         ``node`` hosts the task (default: the handle's host node, else the node of its first grant).
+        The ledger is the truth: an allocation that breaks a limit where it is (rows an older
+        release or a bug wrote, a device or node that shrank) is booked all the same, and
+        ``conflicts`` lists it with the codes it breaks until it is forgotten.  Only the same
+        allocation id booked twice is refused.
         """
         request = handle.request
         host = node or handle.host
@@ -215,34 +256,49 @@ class ClusterState(Plans):
             raise InvalidRequest(
                 "node", f"allocation {handle.id} has no grants and names no node: say which node hosts it"
             )
-        if handle.id in self.bookings:
-            raise InvalidRequest("handle", f"allocation {handle.id} is already booked")
-        try:
-            return self.assume(
-                host,
-                handle.grants,
+        held = self.bookings.get(handle.id)
+        if held is not None:
+            raise InvalidRequest(
+                "handle", f"allocation {handle.id} is already booked ({held.state}): forget it before booking it again"
+            )
+        self._node(host)
+        grants = list(handle.grants)
+        host_nodes = tuple(dict.fromkeys([host, *(g.node for g in grants)]))
+        demand = HostDemand(request.host_cpu_milli, request.host_memory_mib)
+        # blamed only for what it takes: a row holding no host CPU does not put a node past its CPU
+        taken = [r for r in _HOST_LIMITS if r.limit is not None and r.limit.need(demand) > 0]
+        broken = self._host_failures(host_nodes, demand, taken)
+        for grant, (uuid, codes) in zip(grants, self._grant_failures(grants, every=True).items(), strict=True):
+            codes = [c for c in codes if c in USAGE_CODES and not _takes_none(grant, c)]
+            if codes:
+                broken[uuid] = codes
+        booking = self._hold(
+            Booking(
+                id=handle.id,
+                node=host,
+                grants=grants,
                 host_cpu_milli=request.host_cpu_milli,
                 host_memory_mib=request.host_memory_mib,
                 preemptible=request.preemptible,
-                request=request,
-                booking_id=handle.id,
                 state=PlacementState.CONFIRMED,
+                request=request,
+                host_nodes=host_nodes,
             )
-        except HamiError:
-            held = self._holding(handle.grants)
-            if held is None:
-                raise
-            raise InvalidRequest(
-                "handle",
-                f"allocation {handle.id} is already booked, as placement {held.id} ({held.state}): confirm or "
-                "forget that booking rather than book the allocation again",
-            ) from None
+        )
+        if broken:
+            self.conflicts[handle.id] = broken
+        return booking
 
-    def _holding(self, grants: Sequence[Grant]) -> Booking | None:
-        """A booking holding exactly these shares (devices, memory, cores), if any."""
-        want = sorted((g.uuid, g.memory_mib, g.cores) for g in grants)
-        return next((b for b in self.bookings.values()
-                     if sorted((g.uuid, g.memory_mib, g.cores) for g in b.grants) == want), None)
+    def host_refusals(self, names: Iterable[str], host: HostDemand) -> dict[str, list[ReasonCode]]:
+        """Every node rule (selector, taints, schedulable, CPU, memory) each of the nodes ``names`` breaks for
+        a process taking ``host`` there now; nodes that pass are left out."""
+        found: dict[str, list[ReasonCode]] = {}
+        for name in names:
+            nrow = self._node_index[self._node(name).name]
+            codes = failures(NODE_RULES, self.node_view(slice(nrow, nrow + 1)), host)
+            if codes:
+                found[name] = codes
+        return found
 
     def unbook(self, handle: DeviceHandle | str) -> Booking:
         """Forget a mirrored allocation after its release."""
@@ -253,23 +309,43 @@ class ClusterState(Plans):
 
         Assumed placements that are not yet in the ledger are kept.  With ``partial`` the
         cluster holds only some of the ledger's devices: grants on the others are ignored.
+        Allocations that break a limit are booked all the same (see ``book``).
         """
         live = {h.id: h for h in handles}
+        self.follow(list(live), live.__getitem__, partial=partial)
+
+    def follow(
+        self, ids: Sequence[str], fetch: Callable[[str], DeviceHandle], *, partial: bool = False
+    ) -> None:
+        """``sync`` to the allocations ``ids`` (in the ledger's order), fetching only those not booked yet.
+
+        The one way a cluster state is brought in step with a ledger: a reader inside a ledger
+        transaction passes its allocation ids and its ``get``, so a commit decodes only what
+        changed since the last one.  Booking identity is the allocation id.
+        """
+        live = set(ids)
         for booking in list(self.bookings.values()):
             if booking.state == PlacementState.CONFIRMED and booking.id not in live:
                 self.forget(booking.id)
-        for handle_id, handle in live.items():
+        self._elsewhere &= live
+        for handle_id in ids:
             held = self.bookings.get(handle_id)
             if held is not None:
                 held.state = PlacementState.CONFIRMED
-            elif not partial:
-                self.book(handle)
-            else:
-                grants = [g for g in handle.grants if g.uuid in self.uuid_index]
-                if grants:
-                    self.book(handle.model_copy(update={"grants": grants}))
-                elif not handle.grants and handle.node in self.nodes:  # a host-only allocation on a node here
-                    self.book(handle)
+            elif handle_id not in self._elsewhere:
+                self._mirror(fetch(handle_id), partial)
+
+    def _mirror(self, handle: DeviceHandle, partial: bool) -> None:
+        if not partial:
+            self.book(handle)
+            return
+        grants = [g for g in handle.grants if g.uuid in self.uuid_index]
+        if grants:
+            self.book(handle.model_copy(update={"grants": grants}))
+        elif not handle.grants and handle.node in self.nodes:  # a host-only allocation on a node here
+            self.book(handle)
+        else:
+            self._elsewhere.add(handle.id)  # on devices of another cluster: asked once, not at every follow
 
     def confirm(self, booking_id: str) -> Booking:
         booking = self._booking(booking_id)
@@ -282,11 +358,12 @@ class ClusterState(Plans):
         booking = self.bookings.pop(booking_id, None)
         if booking is None:
             raise UnknownAllocation(booking_id)
+        self.conflicts.pop(booking_id, None)
         for grant in booking.grants:
             row = self.uuid_index.get(grant.uuid)
             if row is None:  # device removed meanwhile
                 continue
-            self.mem_used[row] -= grant.memory_mib
+            self.mem_used[row] -= grant.booked_mib
             self.cores_used[row] -= grant.cores
             self.sharers[row] -= 1
             if grant.exclusive:
