@@ -36,12 +36,14 @@ from hami_devices.device import FACTS, Device, use_allocator
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.isolation import create_region, limits_enforced, remove_regions
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
+from hami_devices.ledger.conflicts import note_conflicts
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
 from hami_devices.releasing import evict as evict  # released here before: callers import them from here
+from hami_devices.releasing import reclaim_revoked
 from hami_devices.releasing import release as release
 from hami_devices.releasing import release_from as release_from
 from hami_devices.releasing import undo_side_effects as undo_side_effects
-from hami_devices.rules import evaluate
+from hami_devices.rules import HostDemand, evaluate
 from hami_devices.scheduling import mix as mixes
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
@@ -75,6 +77,10 @@ class _DeviceSet:
     by_uuid: dict[str, Device]
     adapters: dict[str, VendorAdapter]
     engines: dict[tuple[str, str], Engine] = field(default_factory=dict)
+    cluster: ClusterState | None = None  # what the ledger holds on these devices: every engine's, and the re-check's
+    # One commit at a time uses ``cluster`` in this process, whatever the ledger's own locking (a PostgreSQL
+    # ledger may run two transactions at once); taken before the ledger's lock, never inside it.
+    lock: threading.Lock = field(default_factory=threading.Lock)
     key: tuple[int, ...] = ()
     sequence: Sequence[Device] | None = None  # the list last given for it, held so that its id stays its own
 
@@ -136,26 +142,44 @@ def device_set(devices: Sequence[Device]) -> _DeviceSet:
     return kept
 
 
+def booked(kept: _DeviceSet, view: LedgerView, ids: Sequence[str] | None = None) -> ClusterState:
+    """The cluster state of the devices, in step with what the ledger holds in ``view`` right now.
+
+    The one place a commit, and every engine of the device set, reads what the ledger holds:
+    brought up to date by allocation id (``ClusterState.follow``), so a commit decodes only the
+    allocations that changed since the last one.  Allocations the ledger holds past a limit are
+    booked all the same and recorded once (``ledger.conflicts``).  Call inside the transaction.
+    """
+    cluster = kept.cluster
+    if cluster is None:
+        cluster = kept.cluster = ClusterState.from_devices(kept.devices)
+    cluster.follow(view.handle_ids() if ids is None else ids, view.get, partial=True)
+    if cluster.conflicts:
+        note_conflicts(view, cluster.conflicts)
+    return cluster
+
+
 def engine_for(
     devices: Sequence[Device] | _DeviceSet,
     view: LedgerView,
     *,
     policy: Policy | str | None = None,
     policies: str | Path | None = None,
+    cluster: ClusterState | None = None,
 ) -> Engine:
     """The scoring engine over ``devices`` and the ledger's allocations, with the devices' configured policy,
     continuing from the workload mix the ledger keeps (see ``scheduling.mix``).
 
     The engine is kept with the device set and brought up to date with the ledger's allocations
-    (``ClusterState.sync``).  Call inside the ledger transaction: that serialises the engine's use.
+    (``booked``; ``cluster``: what ``booked`` gave in this transaction already).  Call inside the ledger
+    transaction: that serialises the engine's use.
     """
     kept = devices if isinstance(devices, _DeviceSet) else device_set(devices)
+    cluster = cluster or booked(kept, view)
     engine = kept.engines.get((str(policy), str(policies)))
     if engine is None:
-        cluster = ClusterState.from_devices(kept.devices)
         engine = configure_engine(cluster, kept.devices[0].adapter.config, policy=policy, policies=policies)
         kept.engines[(str(policy), str(policies))] = engine
-    engine.cluster.sync(view.handles(), partial=True)
     if engine.learned_mix() is not None:
         learned = mixes.load_from(view)
         if learned is not None:
@@ -190,21 +214,21 @@ def allocate(
     ledger, adapters = kept.ledger, kept.adapters
     if not isinstance(request, Placement):
         request = coerce_request(request)
-        if not request.parts:
-            raise InvalidRequest(
-                "parts", "hd.allocate grants devices; place a host-only request with Engine.schedule"
-            )
     identity = dict(metadata or {})
     refused: InsufficientResources | None = None
     try:
-        with ledger.transaction() as view:
+        with kept.lock, ledger.transaction() as view:
             if handle_id is not None and _live(view, handle_id):
                 raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
+            ids = view.handle_ids()
+            if reclaim_revoked(view, adapters, ids):
+                ids = view.handle_ids()
+            cluster = booked(kept, view, ids)
             placement: Placement | None = request if isinstance(request, Placement) else None
             if isinstance(request, Placement):
                 _learn(view, devices[0].adapter.config, request.request, policy, policies)
             else:
-                engine = engine_for(kept, view, policy=policy, policies=policies)
+                engine = engine_for(kept, view, policy=policy, policies=policies, cluster=cluster)
                 try:
                     placement = engine.place(request)
                 except InsufficientResources as exc:
@@ -212,7 +236,7 @@ def allocate(
                 learner = engine.learned_mix()
                 if learner is not None:
                     mixes.save_to(view, learner)
-            handle = None if placement is None else _commit(view, placement, kept, identity, handle_id)
+            handle = None if placement is None else _commit(view, placement, kept, cluster, identity, handle_id)
     except InsufficientResources as refusal:  # a given placement that no longer fits
         asked = request.request if isinstance(request, Placement) else request
         _record_refusal(ledger, asked, refusal, identity)
@@ -241,10 +265,17 @@ def _learn(view: LedgerView, config: HamiConfig, request: ResourceRequest, polic
 
 
 def _commit(
-    view: LedgerView, placement: Placement, kept: _DeviceSet, identity: dict[str, str], handle_id: str | None
+    view: LedgerView,
+    placement: Placement,
+    kept: _DeviceSet,
+    cluster: ClusterState,
+    identity: dict[str, str],
+    handle_id: str | None,
 ) -> DeviceHandle:
-    """Verify the placement's grants, realise them and record the handle and its event, in ``view``."""
+    """Verify the placement's grants and host nodes, realise them and record the handle and its event,
+    in ``view``."""
     grants = _verified(placement, kept.by_uuid, view)
+    _host_verified(placement, cluster)
     # the host node is kept with the handle: a host-only (CPU and memory) placement has no grant to tell it
     fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity, node=placement.node)
     if handle_id is not None:
@@ -307,6 +338,24 @@ def _verified(placement: Placement, by_uuid: Mapping[str, Device], view: LedgerV
         label = request.name or "request"
         raise InsufficientResources(f"the placement of {label} no longer fits", stale, permanent=False)
     return list(placement.grants)
+
+
+def _host_verified(placement: Placement, cluster: ClusterState) -> None:
+    """Every node rule on every node the placement runs a process on (its host, and each grant's node),
+    judged on what the ledger holds now: two schedulers with stale views cannot both take a node's CPU.
+
+    A node no device of the set describes (a CPU-only node, hardware without an inventory) has no
+    known host resources: only its name is checked against the devices' nodes.
+    """
+    request = placement.request
+    nodes = list(dict.fromkeys([placement.node, *(g.node for g in placement.grants)]))
+    unknown = [n for n in nodes if n not in cluster.nodes]
+    if unknown and placement.grants:
+        raise InvalidRequest("placement.node", f"node {unknown[0]!r} has none of the devices given")
+    refused = cluster.host_refusals([n for n in nodes if n in cluster.nodes], HostDemand.of(request))
+    if refused:
+        label = request.name or "request"
+        raise InsufficientResources(f"the placement of {label} no longer fits its node", refused, permanent=False)
 
 
 def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> DeviceHandle:

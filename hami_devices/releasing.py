@@ -4,6 +4,8 @@
 regions).  A workload process still registered alive in the allocation's regions refuses the release
 (``AllocationInUse``, naming the pids) unless it is forced; a forced release (and every eviction) revokes the
 regions first, so those processes can allocate no more device memory, and records ``allocation.revoked``.
+What those processes still hold stays booked in the ledger, as an allocation ``revoked-<id>`` of its own, until
+they exit; then the next commit (``reclaim_revoked``) releases it by the same path as any release.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hami_devices.errors import AllocationInUse, InvalidRequest
+from hami_devices.holdings import held_mib
 from hami_devices.isolation import live_processes, remove_regions, revoke_regions
-from hami_devices.ledger import Ledger, lifecycle
-from hami_devices.models import DeviceHandle, Grant
+from hami_devices.ledger import Ledger, LedgerView, lifecycle
+from hami_devices.ledger.conflicts import forget_conflict
+from hami_devices.models import DeviceHandle, Grant, group_key
 from hami_devices.registry import adapter_for
 
 if TYPE_CHECKING:
     from hami_devices.adapter import VendorAdapter
 
-__all__ = ["evict", "release", "release_from", "undo_side_effects"]
+__all__ = ["REVOKED_FROM", "REVOKED_PREFIX", "evict", "reclaim_revoked", "release", "release_from", "undo_side_effects"]
 
 
 def undo_side_effects(
@@ -88,21 +92,84 @@ def release_from(
     """
     handle_id = handle if isinstance(handle, str) else handle.id
     with ledger.transaction() as view:
-        current = view.get(handle_id)
-        users = live_processes(current)
-        if users and not (force or ended):
-            raise AllocationInUse(handle_id, users)
-        revoked = revoke_regions(current)
-        removed = view.remove(handle_id)
-        if users:
-            view.record_event(lifecycle.revoked(removed, users, revoked, reason=reason))
-        view.record_event(lifecycle.ended(removed, reason=reason, evicted_by=evicted_by))
-        missing = {g.vendor for g in removed.grants} - set(adapters)
-        resolved = dict(adapters)
-        if missing:
-            resolved.update({vendor: adapter_for(vendor) for vendor in missing})
-        undo_side_effects(removed, resolved, keep_regions=revoked if users and force else ())
+        return _release_in(view, handle_id, adapters, reason=reason, evicted_by=evicted_by, force=force, ended=ended)
+
+
+def _release_in(
+    view: LedgerView,
+    handle_id: str,
+    adapters: Mapping[str, VendorAdapter],
+    *,
+    reason: str | None = None,
+    evicted_by: str | None = None,
+    force: bool = False,
+    ended: bool = False,
+) -> DeviceHandle:
+    """``release_from`` inside an open transaction: the one path every release takes."""
+    current = view.get(handle_id)
+    users = live_processes(current)
+    if users and not (force or ended):
+        raise AllocationInUse(handle_id, users)
+    revoked = revoke_regions(current)
+    removed = view.remove(handle_id)
+    forget_conflict(view, handle_id)
+    kept = revoked if users and force else []
+    if kept:
+        holding = _holding(removed, kept)
+        view.add(holding)
+        view.record_event(lifecycle.revoked(removed, users, revoked, reason=reason, holding=holding))
+    elif users:
+        view.record_event(lifecycle.revoked(removed, users, revoked, reason=reason))
+    view.record_event(lifecycle.ended(removed, reason=reason, evicted_by=evicted_by))
+    missing = {g.vendor for g in removed.grants} - set(adapters)
+    resolved = dict(adapters)
+    if missing:
+        resolved.update({vendor: adapter_for(vendor) for vendor in missing})
+    undo_side_effects(removed, resolved, keep_regions=kept)
     return removed
+
+
+REVOKED_PREFIX = "revoked-"
+"""Id prefix of what a revoked allocation's live processes still hold (``revoked-<allocation id>``)."""
+REVOKED_FROM = "hami.io/revoked-from"
+"""Metadata key on such a holding: the id of the allocation that was revoked."""
+
+
+def _holding(revoked: DeviceHandle, regions: list[str]) -> DeviceHandle:
+    """What the processes of ``revoked`` still hold through ``regions``, as an allocation of its own: every
+    reader of the ledger (engines, ``hd.allocate``, the DRA plugin, the extender) sees it booked until they
+    exit (``reclaim_revoked``).  Each grant keeps its device slot, cores and host charge; its memory is what
+    the processes hold there now; exclusivity and partitions went with the release."""
+    held = held_mib(revoked, regions)
+    kept_groups = {k for k, path in revoked.regions.items() if path in regions}
+    grants = [
+        g.model_copy(update={"memory_mib": held.get(g.uuid, 0), "exclusive": False, "partition": None,
+                             "partition_uuid": None})
+        for g in revoked.grants
+        if group_key(g.node, g.vendor) in kept_groups
+    ]
+    return DeviceHandle(
+        id=REVOKED_PREFIX + revoked.id,
+        request=revoked.request,
+        grants=grants,
+        node=revoked.host,
+        regions={k: p for k, p in revoked.regions.items() if k in kept_groups},
+        metadata={**revoked.metadata, REVOKED_FROM: revoked.id},
+    )
+
+
+def reclaim_revoked(view: LedgerView, adapters: Mapping[str, VendorAdapter], ids: Sequence[str]) -> int:
+    """Release, by the path of any release, each revoked holding among ``ids`` whose processes have all
+    exited; returns how many.  Runs in every commit (``hd.allocate``): cheap when nothing is revoked."""
+    freed = 0
+    for handle_id in ids:
+        if not handle_id.startswith(REVOKED_PREFIX):
+            continue
+        holding = view.get(handle_id)
+        if REVOKED_FROM in holding.metadata and not live_processes(holding):
+            _release_in(view, handle_id, adapters, reason="its revoked processes exited", ended=True)
+            freed += 1
+    return freed
 
 
 def evict(

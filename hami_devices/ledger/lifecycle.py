@@ -97,14 +97,24 @@ def ended(handle: DeviceHandle, *, reason: str | None = None, evicted_by: str | 
     )
 
 
-def revoked(handle: DeviceHandle, processes: list[str], regions: list[str], *, reason: str | None = None) -> Event:
+def revoked(
+    handle: DeviceHandle,
+    processes: list[str],
+    regions: list[str],
+    *,
+    reason: str | None = None,
+    holding: DeviceHandle | None = None,
+) -> Event:
     """A release that went ahead while ``processes`` still used the allocation: its ``regions`` now refuse
-    every further device allocation of theirs."""
+    every further device allocation of theirs.  ``holding``: what they still hold, booked under its own
+    id until they exit."""
     data: dict[str, Any] = {
         "metadata": dict(handle.metadata),
         "processes": list(processes),
         "regions": list(regions),
     }
+    if holding is not None:
+        data["holding"] = {"id": holding.id, "grants": [_grant_summary(g) for g in holding.grants]}
     if reason is not None:
         data["reason"] = reason
     return Event(

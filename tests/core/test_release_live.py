@@ -122,12 +122,14 @@ def test_a_forced_release_revokes_the_region_and_records_it(
     late = subprocess.run([sys.executable, "-m", "hami_conformance.workloads.cuda", "alloc", "1"],
                           env=workload_env(wenv, handle), capture_output=True, text=True, timeout=60)
     assert late.returncode == 2, late.stdout + late.stderr
-    # ... and gc removes it once the workload is gone.
+    # ... what it holds stays booked as its own allocation, which gc releases (and the region with it) once the
+    # workload is gone.
+    assert device.ledger.get(f"revoked-{handle.id}").regions == handle.regions
     session.stop()
     then = time.time() - 3600
     os.utime(region, (then, then))
     report = collect_garbage(device.ledger, {"nvidia": device.adapter}, grace_s=0)
-    assert [(a.kind, a.target, a.done) for a in report.actions] == [("remove-region", region, True)]
+    assert [(a.kind, a.target, a.done) for a in report.actions] == [("release", f"revoked-{handle.id}", True)]
     assert not Path(region).exists()
 
 
