@@ -95,8 +95,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     targets = report.targets(figures)
     cases = {name: _summary(r) for name, r in solo.items()}
     cases.update({f"{g}/{t}": _summary(r) for g, tenants in grouped.items() for t, r in tenants.items()})
-    problems = {name: c.get("error") or f"skipped: {c['skipped']}" for name, c in cases.items()
-                if "error" in c or "skipped" in c}
+    problems: dict[str, Any] = {name: c.get("error") or c.get("errors") or f"skipped: {c['skipped']}"
+                                for name, c in cases.items() if {"error", "errors", "skipped"} & set(c)}
     device = solo["bare"].get("device") or {}
     driver = driver_versions()
     return {

@@ -8,6 +8,8 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,30 +41,55 @@ def _seen() -> dict[str, Any]:
     return {"env": {k: os.environ[k] for k in LIMITER_VARIABLES if k in os.environ}, "shim_loaded": loaded}
 
 
+def _part(spec: dict[str, Any], name: str, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One measurement of a solo run; a failure is recorded against it and the run goes on to the next."""
+    try:
+        return measure()
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        _say(spec, f"{name} failed: {exc}")
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _kernel(spec: dict[str, Any], device: Device, kind: str) -> dict[str, Any]:
+    launch = device.launcher(kind)
+    stream(device, launch, BATCH[kind], time.monotonic() + spec["warmup_s"])
+    busy = device_seconds(device, launch, BURST[kind]) if spec["kernel_time"] else None
+    log = stream(device, launch, BATCH[kind], time.monotonic() + spec["seconds"])
+    per_s = log[-1][1] / (log[-1][0] - log[0][0])
+    _say(spec, f"{kind}: {per_s:.1f}/s" + (f", {busy * 1e6:.2f} us of device time each" if busy else ""))
+    return {"per_s": per_s, "device_s": busy}
+
+
+def _launch(spec: dict[str, Any], device: Device) -> dict[str, Any]:
+    seconds = launch_seconds(device, device.launcher("tiny"))
+    _say(spec, f"tiny launch {seconds * 1e6:.2f} us")
+    return {"launch_s": seconds}
+
+
+def _decode(spec: dict[str, Any], device: Device) -> dict[str, Any]:
+    decoder = device.decoder()
+    decoder.reset()
+    decode_log(decoder.step, decoder.token, time.monotonic() + spec["warmup_s"])
+    busy = device_seconds(device, decoder.step, 4) if spec["kernel_time"] else None
+    decoder.reset()
+    log = decode_log(decoder.step, decoder.token, time.monotonic() + spec["decode_s"])
+    per_s = log[-1][1] / (log[-1][0] - log[0][0])
+    _say(spec, f"decode: {per_s:.1f} tokens/s")
+    return {"per_s": per_s, "device_s": busy}
+
+
 def solo(spec: dict[str, Any], device: Device) -> dict[str, Any]:
-    kernels: dict[str, dict[str, float | None]] = {}
-    for kind in spec["kinds"]:
-        launch = device.launcher(kind)
-        stream(device, launch, BATCH[kind], time.monotonic() + spec["warmup_s"])
-        busy = device_seconds(device, launch, BURST[kind]) if spec["kernel_time"] else None
-        log = stream(device, launch, BATCH[kind], time.monotonic() + spec["seconds"])
-        per_s = log[-1][1] / (log[-1][0] - log[0][0])
-        kernels[kind] = {"per_s": per_s, "device_s": busy}
-        _say(spec, f"{kind}: {per_s:.1f}/s" + (f", {busy * 1e6:.2f} us of device time each" if busy else ""))
-    result: dict[str, Any] = {"kernels": kernels}
+    parts = {kind: _part(spec, kind, partial(_kernel, spec, device, kind)) for kind in spec["kinds"]}
+    result: dict[str, Any] = {"kernels": dict(parts)}
     if spec["launch"]:
-        result["launch_s"] = launch_seconds(device, device.launcher("tiny"))
-        _say(spec, f"tiny launch {result['launch_s'] * 1e6:.2f} us")
+        parts["launch"] = _part(spec, "launch", partial(_launch, spec, device))
+        result.update({k: v for k, v in parts["launch"].items() if k != "error"})
     if spec["decode_s"]:
-        decoder = device.decoder()
-        decoder.reset()
-        decode_log(decoder.step, decoder.token, time.monotonic() + spec["warmup_s"])
-        busy = device_seconds(device, decoder.step, 4) if spec["kernel_time"] else None
-        decoder.reset()
-        log = decode_log(decoder.step, decoder.token, time.monotonic() + spec["decode_s"])
-        per_s = log[-1][1] / (log[-1][0] - log[0][0])
-        result["decode"] = {"per_s": per_s, "device_s": busy}
-        _say(spec, f"decode: {per_s:.1f} tokens/s")
+        result["decode"] = parts["decode"] = _part(spec, "decode", partial(_decode, spec, device))
+    failed = {name: part["error"] for name, part in parts.items() if "error" in part}
+    if failed:
+        result["errors"] = failed
     return result
 
 
