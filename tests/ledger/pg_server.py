@@ -56,7 +56,7 @@ def find_bin_dir() -> Path:
     return versions[-1]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -185,7 +185,7 @@ def start_server(*, durable: bool = False, settings: tuple[str, ...] = ()) -> Po
         options = [*(() if durable else FAST), "max_connections=200", "listen_addresses=127.0.0.1",
                    "unix_socket_directories=", *settings]
         for attempt in range(3):  # the free port may be taken between the probe and the bind
-            port = _free_port()
+            port = free_port()
             log = open(root / "server.log", "ab")  # noqa: SIM115  (the server writes it until it stops)
             command = [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port)]
             for option in options:
