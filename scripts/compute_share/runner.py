@@ -44,7 +44,8 @@ class _Worker:
         self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
         self.lines: list[str] = []
         self._ready: queue.Queue[bool] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -66,7 +67,7 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.kill()
             return {"error": f"still running after {timeout:.0f} s; killed"}
-        time.sleep(0.05)  # the reader thread takes the last line
+        self._reader.join(timeout=10)  # it ends at the end of the output, after the result line
         return _last_json(self.lines)
 
     def kill(self) -> None:
