@@ -19,7 +19,7 @@ from hami_devices.limiter import shim_library
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 SCRIPT = SCRIPTS / "compute_share_check.py"
-sys.path.insert(0, str(SCRIPTS))
+sys.path.append(str(SCRIPTS))  # last, so that nothing else is shadowed by a script
 from compute_share import figures, targets  # noqa: E402  (scripts/ is not a package)
 
 KINDS = ("tiny", "medium", "big", "decode")
