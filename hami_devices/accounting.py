@@ -26,12 +26,18 @@ class DeviceUsage:
     of one device compare equal).
     """
 
-    memory_mib: int = 0
+    memory_mib: int = 0  # the shares (what the limiters enforce)
     cores: int = 0
     sharers: int = 0
     exclusive: bool = False
     partitions: tuple[str, ...] = field(default_factory=tuple)
     partition_uuids: tuple[str, ...] = field(default_factory=tuple)
+    context_mib: int = 0  # the contexts booked on top of the shares (``Grant.context_mib``)
+
+    @property
+    def booked_mib(self) -> int:
+        """Device memory the allocations take in the books: their shares and their contexts."""
+        return self.memory_mib + self.context_mib
 
     def plus(self, grant: Grant) -> DeviceUsage:
         return DeviceUsage(
@@ -43,6 +49,7 @@ class DeviceUsage:
             partition_uuids=tuple(
                 sorted(self.partition_uuids + ((grant.partition_uuid,) if grant.partition_uuid else ()))
             ),
+            context_mib=self.context_mib + grant.context_mib,
         )
 
     def minus(self, grant: Grant) -> DeviceUsage:
@@ -60,6 +67,7 @@ class DeviceUsage:
             exclusive=self.exclusive and not grant.exclusive,
             partitions=tuple(partitions),
             partition_uuids=tuple(partition_uuids),
+            context_mib=self.context_mib - grant.context_mib,
         )
 
 

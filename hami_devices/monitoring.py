@@ -47,8 +47,20 @@ class DeviceReadings:
     extra: dict[str, MetricValue] = field(default_factory=dict)
 
 
-_Usage = tuple[MetricValue, MetricValue, list[ProcessUsage], MetricValue]
-_UNKNOWN: _Usage = (NOT_AVAILABLE, NOT_AVAILABLE, [], NOT_AVAILABLE)
+_Usage = tuple[MetricValue, MetricValue, list[ProcessUsage], MetricValue, list[limiter.ProcessRecord]]
+_UNKNOWN: _Usage = (NOT_AVAILABLE, NOT_AVAILABLE, [], NOT_AVAILABLE, [])
+
+
+def context_memory_mib(charged: Sequence[limiter.ProcessRecord], seen: Sequence[ProcessUsage]) -> MetricValue:
+    """What an allocation's live processes hold on a device outside its share: for each process the vendor
+    library lists (``seen``, by the pid this machine gives it), its used memory less what the limiter charges
+    it (``charged``: its region records on this device).  That is its context (and anything else the runtime
+    took without an allocation call).  ``NOT_AVAILABLE`` when no process of the allocation is listed."""
+    used = {p.pid: float(p.memory_used_mib) for p in seen if p.memory_used_mib != NOT_AVAILABLE}
+    pairs = [(used[r.host_pid or r.pid], r.memory_used_bytes / MIB) for r in charged if (r.host_pid or r.pid) in used]
+    if not pairs:
+        return NOT_AVAILABLE
+    return sum(max(0.0, total - share) for total, share in pairs)
 
 
 def _region_usage(handle: DeviceHandle, info: DeviceInfo) -> _Usage:
@@ -72,7 +84,7 @@ def _region_usage(handle: DeviceHandle, info: DeviceInfo) -> _Usage:
     record = records[0]
     utilization: MetricValue = NOT_AVAILABLE if record.utilization_pct is None else record.utilization_pct
     procs = [ProcessUsage(pid=p.pid, memory_used_mib=p.memory_used_bytes / MIB) for p in processes]
-    return record.memory_used_bytes / MIB, utilization, procs, record.memory_spilled_bytes / MIB
+    return record.memory_used_bytes / MIB, utilization, procs, record.memory_spilled_bytes / MIB, processes
 
 
 def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) -> Metrics:
@@ -83,7 +95,7 @@ def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) ->
     allocations: list[AllocationUsage] = []
     for handle in handles:
         for grant in (g for g in handle.grants if g.uuid == info.uuid):
-            used, utilization, procs, spilled = _region_usage(handle, info)
+            used, utilization, procs, spilled, charged = _region_usage(handle, info)
             allocations.append(
                 AllocationUsage(
                     handle_id=handle.id,
@@ -94,6 +106,8 @@ def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) ->
                     utilization_pct=utilization,
                     processes=procs,
                     memory_spilled_mib=spilled,
+                    context_booked_mib=grant.context_mib,
+                    context_memory_mib=context_memory_mib(charged, readings.processes),
                 )
             )
     return Metrics(

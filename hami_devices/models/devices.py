@@ -38,6 +38,12 @@ class DeviceTraits(HamiModel):
     relative_cost: float = Field(gt=0, description="price index against an A100-80GB = 1.0")
     aliases: list[str] = Field(default_factory=list)
     notes: str | None = None
+    context_mib: int | None = Field(
+        default=None,
+        ge=0,
+        description="device memory one process's runtime context takes, outside its allocations (measured); "
+        "booked on top of each shared grant until the processes' own figure is observed. None: not measured",
+    )
 
     def supports(self, precision: str) -> bool:
         return bool(self.peak_tflops.get(precision, 0.0) > 0)  # type: ignore[call-overload]
@@ -85,3 +91,9 @@ class DeviceInfo(HamiModel):
     @property
     def healthy(self) -> bool:
         return self.health == Health.HEALTHY
+
+    @property
+    def context_mib(self) -> int:
+        """MiB a process's context takes on this device beside its allocations: its model's catalog figure,
+        0 where the catalog has none."""
+        return self.traits.context_mib or 0 if self.traits is not None else 0

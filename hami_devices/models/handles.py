@@ -28,6 +28,17 @@ class Grant(HamiModel):
     exclusive: bool = False
     partition: str | None = None
     partition_uuid: str | None = Field(default=None, description="vendor id of a created partition (MIG uuid ...)")
+    context_mib: int = Field(
+        default=0,
+        ge=0,
+        description="device memory booked for the allocation's context on this device, on top of memory_mib "
+        "(outside the limiter's share); 0 for exclusive and partition grants, which hold it inside",
+    )
+
+    @property
+    def booked_mib(self) -> int:
+        """What the grant takes of the device's memory in the scheduler's books: the share and its context."""
+        return self.memory_mib + self.context_mib
 
     @classmethod
     def on(
@@ -41,7 +52,12 @@ class Grant(HamiModel):
         partition: str | None = None,
         partition_uuid: str | None = None,
     ) -> Grant:
-        """A grant on the device ``info`` describes (its identity fields copied from it)."""
+        """A grant on the device ``info`` describes (its identity fields copied from it).
+
+        A shared grant books one context of the device's model on top of its memory (``context_mib``): the
+        workload's processes create it, outside the share, on a device others use too.  An exclusive
+        grant has the whole device and a partition its own slice, so their contexts live inside them.
+        """
         return cls(
             uuid=info.uuid,
             node=info.node,
@@ -54,6 +70,7 @@ class Grant(HamiModel):
             exclusive=exclusive,
             partition=partition,
             partition_uuid=partition_uuid,
+            context_mib=0 if exclusive or partition else info.context_mib,
         )
 
 

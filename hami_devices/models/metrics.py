@@ -29,6 +29,15 @@ class AllocationUsage(HamiModel):
     memory_spilled_mib: MetricValue = Field(
         default=NOT_AVAILABLE, description="the part of memory_used_mib served from host memory (virtual memory)"
     )
+    context_booked_mib: int = Field(
+        default=0, ge=0, description="device memory the scheduler books for the grant's context, on top of the share"
+    )
+    context_memory_mib: MetricValue = Field(
+        default=NOT_AVAILABLE,
+        description="device memory the allocation's live processes hold outside the share (their contexts): the "
+        "vendor library's per-process used memory less what the limiter charges them; n/a before a process "
+        "registers or where the vendor library gives no per-process figure",
+    )
 
 
 class Metrics(HamiModel):

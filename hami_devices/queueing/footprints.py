@@ -88,7 +88,9 @@ class Footprints:
         for grant in booking.grants:
             row = c.uuid_index.get(grant.uuid)
             if row is not None:
-                self._grants.append(slot=slot, row=row, mem=grant.memory_mib, cores=grant.cores, excl=grant.exclusive)
+                self._grants.append(
+                    slot=slot, row=row, mem=grant.booked_mib, cores=grant.cores, excl=grant.exclusive
+                )
         for name in booking.host_nodes or (booking.node,):
             if name in c.nodes:
                 self._hosts.append(

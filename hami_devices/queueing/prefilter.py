@@ -55,7 +55,7 @@ def part_rows(
     view = c.view()
     base = c.alive[:size] & c.match_ok(part) & c.node_ok[c.node[:size]]
     passing(_UNLIMITED_STATE, view, None, out=base)
-    demand = Demand.plain(part, c.memory_need(part))
+    demand = Demand.plain(part, c.memory_need(part), c.context_mib[:size])
     fits = fits_after(_LIMITED, view, demand, back or {})
     judged = _judged(c, part)
     ok = base & (fits | ~judged)
@@ -140,7 +140,7 @@ def _may_take(cluster: ClusterState, part: RequestPart, rows: IntArray) -> BoolA
     view = c.view(rows)
     ok = c.match_ok(part)[rows] & c.ready[rows]
     judged = _judged(c, part)[rows]
-    fit = passing(FIT_RULES, view, Demand.plain(part, c.memory_need(part)[rows]))
+    fit = passing(FIT_RULES, view, Demand.plain(part, c.memory_need(part)[rows], c.context_mib[rows]))
     return ok & (fit | ~judged)
 
 

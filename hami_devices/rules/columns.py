@@ -40,10 +40,11 @@ DEVICE_COLUMNS = (
     "sharers",
     "split",  # the most sharers the device takes
     "mem_total",
-    "mem_used",
+    "mem_used",  # the shares and the contexts booked on top of them
     "mem_cap",  # MiB that may be granted: total x the rule's memory factor
     "cores_used",
     "core_cap",  # cores (percent) that may be granted
+    "context_mib",  # MiB one context of the model takes beside a shared grant (traits catalog; 0: none known)
 )
 NODE_COLUMNS = ("node_ok", "node_cpu_used", "node_cpu_total", "node_mem_used", "node_mem_total")
 """Node views also resolve labels and taints through their ``NodeNames``."""
@@ -129,6 +130,7 @@ class _OneDevice:
     mem_cap: IntArray
     cores_used: IntArray
     core_cap: IntArray
+    context_mib: IntArray
 
 
 class _OneDeviceNames:
@@ -166,10 +168,11 @@ def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_
         sharers=one(usage.sharers),
         split=one(info.split_count),
         mem_total=one(info.memory_mib),
-        mem_used=one(usage.memory_mib),
+        mem_used=one(usage.booked_mib),
         mem_cap=one(device_memory_capacity(info, memory_factor)),
         cores_used=one(usage.cores),
         core_cap=one(device_core_capacity(info, core_capacity)),
+        context_mib=one(info.context_mib),
     )
     return ColumnView(source, slice(1), _OneDeviceNames(info))
 

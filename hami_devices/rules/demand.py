@@ -24,18 +24,28 @@ from hami_devices.rules.columns import BoolArray, IntArray
 
 @dataclass
 class Demand:
-    """Per row of a view: what the part takes (``memory``, ``cores``, ``exclusive``), or that the rounding
-    refused it (``refused``, with the rounding's own ``codes``)."""
+    """Per row of a view: what the part takes (``memory``, ``cores``, ``exclusive``, and the ``context``
+    booked on top of its memory), or that the rounding refused it (``refused``, with the rounding's own
+    ``codes``)."""
 
     memory: IntArray
     cores: IntArray | int
     exclusive: BoolArray | bool
     refused: BoolArray
     codes: IntArray | None = None  # per row where refused: the rounding's code as a position in DEVICE_CODES, or -1
+    context: IntArray | int = 0  # per row: MiB of the grant's context (``Grant.context_mib``)
 
     @classmethod
-    def plain(cls, part: RequestPart, memory: IntArray) -> Demand:
-        return cls(memory, part.cores, part.exclusive, np.zeros(memory.shape, dtype=bool))
+    def plain(cls, part: RequestPart, memory: IntArray, contexts: IntArray) -> Demand:
+        """The plain share on each row, with one context of the row's model (``contexts``, the ``context_mib``
+        column) booked on top unless the part is exclusive, as ``Grant.on`` books it."""
+        context = 0 if part.exclusive else contexts
+        return cls(memory, part.cores, part.exclusive, np.zeros(memory.shape, dtype=bool), context=context)
+
+    @property
+    def booked(self) -> IntArray:
+        """MiB the part takes of each row's memory in the books: its share and its context."""
+        return self.memory + self.context
 
     def take(self, at: IntArray | slice) -> Demand:
         """The demand at rows ``at`` of the rows this demand covers."""
@@ -45,6 +55,7 @@ class Demand:
             self.exclusive if isinstance(self.exclusive, bool) else self.exclusive[at],
             self.refused[at],
             None if self.codes is None else self.codes[at],
+            self.context if isinstance(self.context, int) else self.context[at],
         )
 
     @classmethod
@@ -54,6 +65,7 @@ class Demand:
             np.array([g.cores for g in grants], dtype=np.int64),
             np.array([g.exclusive for g in grants], dtype=bool),
             np.zeros(len(grants), dtype=bool),
+            context=np.array([g.context_mib for g in grants], dtype=np.int64),
         )
 
 

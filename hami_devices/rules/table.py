@@ -198,7 +198,7 @@ def _mem_used(v: ColumnView) -> IntArray:
 
 
 def _mem_need(d: Demand) -> IntArray:
-    return d.memory
+    return d.booked  # a shared grant's context is booked on top of its share: it takes the card's memory too
 
 
 def _mem_cap(v: ColumnView, d: Demand) -> IntArray:

@@ -193,13 +193,22 @@ def refusal(
     if request.parts and unmatched_only and not any(rows.size for rows in have):
         headline = f"no device is {' + '.join(_asked(p) for p in request.parts)}"
     elif request.parts:
-        headline = "no " + " + ".join(_wanted(p) for p in request.parts)
+        headline = "no " + " + ".join(_wanted(p) for p in request.parts) + _context_note(cluster, found)
     else:
         headline = f"no node with {request.host_cpu_milli}m CPU and {_amount(request.host_memory_mib)} free"
     near = nearest(cluster, request, found, have) or closest(cluster, found, request)
     return InsufficientResources(
         f"no placement for {label}: {headline}", found, permanent=permanent, nearest=near, unmatched=UNMATCHED
     )
+
+
+def _context_note(cluster: ClusterState, found: ArrayExplanation) -> str:
+    """Where devices were short of memory with a context to book: say the context counts, and how much."""
+    short = found.device_rows[found.device_codes == DEVICE_CODES.index(ReasonCode.CARD_INSUFFICIENT_MEMORY)]
+    contexts = cluster.context_mib[short]
+    if not contexts.any():
+        return ""
+    return f" (with {_amount(int(contexts.max()))} of context, booked on top of a shared grant's memory)"
 
 
 def _amount(mib: int) -> str:

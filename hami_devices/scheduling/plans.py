@@ -51,7 +51,7 @@ class PlanMemo:
 
     An entry is current when ``stamp[row] == cluster.stamp[row]``; ``plan_rows`` makes the
     rows it is given current.  ``ok``: the rounding gave a grant; then ``memory``, ``cores``,
-    ``exclusive`` and ``grants[row]`` are the grant, else ``first[row]`` is the rounding's code, as its
+    ``exclusive``, ``context`` and ``grants[row]`` are the grant, else ``first[row]`` is the rounding's code, as its
     position in ``rules.DEVICE_CODES`` (-1: a code the table does not list).
     """
 
@@ -62,13 +62,14 @@ class PlanMemo:
     cores: IntArray
     exclusive: BoolArray
     first: IntArray
+    context: IntArray
     grants: dict[int, Grant] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, layout: int, size: int) -> PlanMemo:
         return cls(layout, np.full(size, -1, dtype=np.int64), np.zeros(size, dtype=bool),
                    np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64), np.zeros(size, dtype=bool),
-                   np.full(size, -1, dtype=np.int64))
+                   np.full(size, -1, dtype=np.int64), np.zeros(size, dtype=np.int64))
 
 
 class Plans(Tables):
@@ -162,6 +163,7 @@ class Plans(Tables):
                 memo.memory[row] = result.memory_mib
                 memo.cores[row] = result.cores
                 memo.exclusive[row] = result.exclusive
+                memo.context[row] = result.context_mib
                 memo.grants[row] = result
             else:
                 memo.ok[row] = False
@@ -179,17 +181,21 @@ class Plans(Tables):
         size = self.size
         memory = self.memory_need(part) if part.partition is None else np.zeros(size, dtype=np.int64)
         refused = np.zeros(size, dtype=bool) if part.partition is None else np.ones(size, dtype=bool)
+        plain = Demand.plain(part, memory, self.context_mib[:size])
         if asked.size == 0:
-            return Demand(memory, part.cores, part.exclusive, refused), {}
+            plain.refused = refused
+            return plain, {}
         memo = self.plan_rows(asked, part, part.model_dump_json(), part_index)
         memory = memory.copy()
         cores = np.full(size, part.cores, dtype=np.int64)
         exclusive = np.full(size, part.exclusive, dtype=bool)
+        context = np.zeros(size, dtype=np.int64) + plain.context
         memory[asked] = memo.memory[asked]
         cores[asked] = memo.cores[asked]
         exclusive[asked] = memo.exclusive[asked]
+        context[asked] = memo.context[asked]
         refused[asked] = ~memo.ok[asked]
-        return Demand(memory, cores, exclusive, refused, memo.first[:size]), memo.grants
+        return Demand(memory, cores, exclusive, refused, memo.first[:size], context), memo.grants
 
     # ------------------------------------------------------------------ as if empty
     def fits_empty(self, part: RequestPart, part_index: int, within: BoolArray | None = None) -> BoolArray:
@@ -204,7 +210,7 @@ class Plans(Tables):
         passing(STATE_RULES, empty, None, out=on)
         if part.partition is None:
             plain = on & self.plain[:size]
-            passing(FIT_RULES, empty, Demand.plain(part, self.memory_need(part)), out=plain)
+            passing(FIT_RULES, empty, Demand.plain(part, self.memory_need(part), self.context_mib[:size]), out=plain)
             asked = np.flatnonzero(on & ~self.plain[:size])
         else:
             plain = np.zeros(size, dtype=bool)

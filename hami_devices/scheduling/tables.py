@@ -42,6 +42,7 @@ _DEVICE_FIELDS: dict[str, Any] = {
     "mem_used": 0,
     "mem_cap": 0,
     "core_cap": 100,
+    "context_mib": 0,
     "cores_used": 0,
     "sharers": 0,
     "split": 1,
@@ -78,6 +79,7 @@ class Tables(NodeTable):
     mem_used: IntArray
     mem_cap: IntArray  # mem_total x the rule's memory factor
     core_cap: IntArray  # the rule's core capacity
+    context_mib: IntArray  # MiB one context of the model takes beside a shared grant (DeviceInfo.context_mib)
     cores_used: IntArray
     sharers: IntArray
     split: IntArray
@@ -249,6 +251,7 @@ class Tables(NodeTable):
         self.mem_used[row] = 0
         self.mem_cap[row] = device_memory_capacity(info, rule.memory_factor)
         self.core_cap[row] = device_core_capacity(info, rule.core_capacity)
+        self.context_mib[row] = info.context_mib
         self.cores_used[row] = 0
         self.sharers[row] = 0
         self.split[row] = info.split_count

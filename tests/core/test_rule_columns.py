@@ -186,9 +186,19 @@ def test_taking_rows_of_a_demand_takes_every_per_row_field() -> None:
 
 
 def test_a_plain_demand_carries_the_parts_exclusivity_and_refuses_nothing() -> None:
-    demand = Demand.plain(RequestPart(memory_mib=100, cores=100), np.array([100, 100, 100]))  # 100 %: exclusive
+    contexts = np.array([518, 0, 7])
+    demand = Demand.plain(RequestPart(memory_mib=100, cores=100), np.array([100, 100, 100]), contexts)  # exclusive
     assert demand.exclusive is True and demand.cores == 100
     assert demand.refused.dtype == np.bool_ and demand.refused.tolist() == [False, False, False]
+    assert demand.booked.tolist() == [100, 100, 100]  # the whole card holds its context inside
+
+
+def test_a_shared_plain_demand_books_one_context_of_each_rows_model_on_top() -> None:
+    demand = Demand.plain(RequestPart(memory_mib=100, cores=30), np.array([100, 100, 100]), np.array([518, 0, 7]))
+    assert demand.memory.tolist() == [100, 100, 100] and demand.booked.tolist() == [618, 100, 107]
+    assert Demand.plain(RequestPart(memory_mib=100, cores=30), np.array([100]), np.array([518])).take(
+        slice(0, 1)
+    ).booked.tolist() == [618]
 
 
 def test_the_demand_of_grants_is_typed_even_when_there_are_none() -> None:
@@ -239,7 +249,9 @@ def test_a_row_already_coded_keeps_its_code() -> None:
 def _fit_view_and_demand(memory: int, cores: int) -> tuple[ColumnView, Demand]:
     """A T4 holding 15,000 MiB and 90 cores; the part asks ``memory`` and ``cores``."""
     used = DeviceUsage().plus(Grant.on(T4, 0, 15_000, 90))
-    return _view(usage=used), Demand.plain(RequestPart(memory_mib=memory, cores=cores), np.array([memory]))
+    return _view(usage=used), Demand.plain(
+        RequestPart(memory_mib=memory, cores=cores), np.array([memory]), np.array([T4.context_mib])
+    )
 
 
 def test_the_amount_short_is_what_is_used_plus_what_is_asked_less_the_cap() -> None:

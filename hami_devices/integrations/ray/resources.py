@@ -42,7 +42,7 @@ def node_resources(devices: Iterable[Device]) -> dict[str, float]:
         if not info.healthy:
             continue
         usage = device.usage()
-        memory = max(0, device_memory_capacity(info, device.adapter.memory_factor) - usage.memory_mib)
+        memory = max(0, device_memory_capacity(info, device.adapter.memory_factor) - usage.booked_mib)
         cores = max(0, device_core_capacity(info, device.adapter.core_capacity) - usage.cores)
         for model in (model_key(info.vendor, info.traits.model if info.traits else info.model), None):
             free[resource_name(info.vendor, model, MEMORY)] += memory
