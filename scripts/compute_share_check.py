@@ -80,12 +80,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runner = Runner(python=args.python, script=SCRIPT, backend="stand-in" if args.selftest else "torch",
                     shim=Path(args.shim) if args.shim else default_shim(), work=work, timing=timing,
                     deadline=started + args.budget_s)
-    solos = plan.solos()
-    solo: dict[str, dict[str, Any]] = {}
-    for case in solos[:2]:  # bare first (every share is of it), the launch path next to it
-        solo[case.name] = runner.solo(case)
-    for case in solos[2:]:
-        solo[case.name] = runner.solo(case)
+    solo = {case.name: runner.solo(case) for case in plan.solos()}
     grouped = {group.name: runner.group(group) for group in plan.groups(timing)}
     solo[plan.HAMI_CORE_FORCE.name] = runner.solo(plan.HAMI_CORE_FORCE)
     if not args.work:

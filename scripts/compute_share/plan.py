@@ -122,6 +122,7 @@ class Group:
 
 
 def solos() -> list[Solo]:
+    """In the order they run: bare first (every share is of it), the launch path next to it."""
     return [
         Solo("bare", BARE, decode=True, kernel_time=True, launch=True),
         Solo("no_limit", NO_LIMIT, kernel_time=True, launch=True),
