@@ -123,13 +123,21 @@ class PostgresServer:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _run_as(account: pwd.struct_passwd | None) -> dict[str, object]:
-    if account is None:
-        return {}
-    return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": []}
+@dataclass(frozen=True)
+class _RunAs:
+    """``subprocess`` keywords that drop root for the server's account (all None: run as ourselves)."""
+
+    user: int | None = None
+    group: int | None = None
+    extra_groups: list[int] | None = None
+
+    @classmethod
+    def of(cls, account: pwd.struct_passwd | None) -> _RunAs:
+        return cls() if account is None else cls(account.pw_uid, account.pw_gid, [])
 
 
 def _initdb(bin_dir: Path, data: Path, password: str, account: pwd.struct_passwd | None) -> None:
+    run_as = _RunAs.of(account)
     pwfile = data.parent / "pwfile"
     pwfile.write_text(password + "\n")
     if account is not None:
@@ -140,7 +148,7 @@ def _initdb(bin_dir: Path, data: Path, password: str, account: pwd.struct_passwd
             "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C", "--no-sync",
         ],
         capture_output=True, text=True, check=False, env={**os.environ, "LC_ALL": "C"}, cwd=data.parent,
-        **_run_as(account),  # type: ignore[arg-type]
+        user=run_as.user, group=run_as.group, extra_groups=run_as.extra_groups,
     )
     pwfile.unlink()
     if done.returncode != 0:
@@ -179,6 +187,7 @@ def start_server(*, durable: bool = False, settings: tuple[str, ...] = ()) -> Po
     if account is not None:
         os.chown(root, account.pw_uid, account.pw_gid)
     data = root / "data"
+    run_as = _RunAs.of(account)
     password = secrets.token_hex(12)
     try:
         _initdb(bin_dir, data, password, account)
@@ -192,7 +201,8 @@ def start_server(*, durable: bool = False, settings: tuple[str, ...] = ()) -> Po
                 command += ["-c", option]
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=root,
-                env={**os.environ, "LC_ALL": "C"}, **_run_as(account),  # type: ignore[arg-type]
+                env={**os.environ, "LC_ALL": "C"}, user=run_as.user, group=run_as.group,
+                extra_groups=run_as.extra_groups,
             )
             log.close()
             server = PostgresServer(bin_dir, root, port, password, process)

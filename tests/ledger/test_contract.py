@@ -284,10 +284,10 @@ def _store_schema_version(target: LedgerTarget, version: int) -> None:
     if isinstance(target, Path):
         import sqlite3
 
-        conn = sqlite3.connect(target)
-        conn.execute(f"PRAGMA user_version = {version}")
-        conn.commit()
-        conn.close()
+        lite = sqlite3.connect(target)
+        lite.execute(f"PRAGMA user_version = {version}")
+        lite.commit()
+        lite.close()
     else:
         with psycopg.connect(target, autocommit=True) as conn:
             conn.execute("UPDATE ledger_schema SET version = %s", (version,))
