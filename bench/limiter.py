@@ -82,6 +82,8 @@ def base_env(tmp: Path, name: str) -> dict[str, str]:
     env["LD_LIBRARY_PATH"] = str(fake_library("libcuda.so.1").parent)
     env["HAMI_FAKE_GPU_STATE"] = str(tmp / f"{name}.state")
     env["HAMI_FAKE_CUDA_MEMORY_MIB"] = "65536"
+    # A context's memory is outside every share (the limiter never sees it): the fake's peak counts allocations only.
+    env["HAMI_FAKE_CONTEXT_MIB"] = "0"
     return env
 
 

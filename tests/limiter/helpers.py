@@ -18,6 +18,15 @@ REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "native" / "include"
 
 
+FAKE_CONTEXT_MIB = 518
+"""What the fake libcuda takes for a process's first context on a device (HAMI_FAKE_CONTEXT_MIB's default):
+measured on an H200, driver 580.159.04, CUDA 13.0, PyTorch 2.11, 3,518 MiB in NVML for a 3,000 MiB tensor."""
+
+NO_CONTEXT = {"HAMI_FAKE_CONTEXT_MIB": "0"}
+"""For tests that hold the fake driver's count of bytes to a share's limit: a context is outside every share (the
+limiter never sees it, and tests/limiter/test_context_memory.py checks it), so these count allocations alone."""
+
+
 def need(path_fn: object, name: str) -> Path:
     """A built library, or a clear test failure naming the build step."""
     try:

@@ -19,7 +19,7 @@ import pytest
 from hami_devices import limiter
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, need, run
+from tests.limiter.helpers import NO_CONTEXT, Env, fields, need, run
 
 MIB = 1 << 20
 OK, OOM = "0", "2"  # CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY
@@ -33,7 +33,7 @@ def scenario(drivers: Drivers, env: dict[str, str], *args: str | int) -> dict[st
 
 def limited(wenv: Env, mib: int, **extra: str) -> dict[str, str]:
     Region.create(wenv.region, [DeviceLimit(mib * MIB, 0)]).close()
-    return wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096", **extra)
+    return wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096", **extra)
 
 
 def peak(wenv: Env, device: int = 0) -> int:
@@ -98,7 +98,9 @@ def test_memory_a_pool_keeps_is_counted_and_trimmed_at_the_limit(drivers: Driver
 def test_async_allocation_is_charged_to_the_streams_device(drivers: Drivers, wenv: Env) -> None:
     # Device 0 is current, the stream belongs to device 1: its pool, and its limit, are device 1's.
     Region.create(wenv.region, [DeviceLimit(1024 * MIB, 0), DeviceLimit(64 * MIB, 0)]).close()
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_DEVICES="2", HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    env = wenv.build(
+        **NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_DEVICES="2", HAMI_FAKE_CUDA_MEMORY_MIB="4096"
+    )
     f = scenario(drivers, env, "pool-stream", 100)
     assert f["async_on_device1"] == OOM
     assert peak(wenv, 1) == 0

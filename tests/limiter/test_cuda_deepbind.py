@@ -19,7 +19,7 @@ import pytest
 
 from hami_devices import limiter
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
-from tests.limiter.helpers import INCLUDE, PROGS, Env, fields, need, run
+from tests.limiter.helpers import INCLUDE, NO_CONTEXT, PROGS, Env, fields, need, run
 
 MIB = 1 << 20
 OK, OOM = "0", "2"
@@ -62,13 +62,14 @@ def load(host: Host, env: dict[str, str], plugin: str, mode: str) -> dict[str, s
 @pytest.mark.parametrize("plugin", sorted(PLUGINS))
 def test_deep_bound_plugin_is_limited(host: Host, wenv: Env, plugin: str) -> None:
     Region.create(wenv.region, [DeviceLimit(64 * MIB, 0)]).close()
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    env = wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
     for mode in ("deep", "plain"):
         assert load(host, env, plugin, mode)["plugin_alloc"] == OOM, mode  # 100 MiB against 64 MiB
     assert fake_gpu_snapshot(wenv.state)[0].peak_used_bytes == 0
     # The control: without the shim the deep-bound plugin gets its 100 MiB.
     wenv.state.unlink()
-    assert load(host, wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096"), plugin, "deep")["plugin_alloc"] == OK
+    control = wenv.build(**NO_CONTEXT, shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    assert load(host, control, plugin, "deep")["plugin_alloc"] == OK
 
 
 def test_deep_bound_plugin_within_the_limit_is_charged(host: Host, wenv: Env) -> None:

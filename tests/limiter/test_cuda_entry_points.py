@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, run
+from tests.limiter.helpers import NO_CONTEXT, Env, fields, run
 
 MIB = 1 << 20
 OK, OOM = "0", "2"  # CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY
@@ -25,9 +25,9 @@ def scenario(drivers: Drivers, wenv: Env, *args: str | int, shim: bool = True) -
     wenv.state.unlink(missing_ok=True)
     if shim:
         Region.create(wenv.region, [DeviceLimit(64 * MIB, 0)]).close()
-        env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+        env = wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
     else:
-        env = wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+        env = wenv.build(**NO_CONTEXT, shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096")
     out = run([drivers.scenarios, *(str(a) for a in args)], env)
     assert out.returncode == 0, out.stdout + out.stderr
     return fields(out.stdout)

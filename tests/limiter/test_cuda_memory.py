@@ -12,7 +12,7 @@ import pytest
 
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot, fake_state
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, run
+from tests.limiter.helpers import FAKE_CONTEXT_MIB, NO_CONTEXT, Env, fields, run
 
 MIB = 1 << 20
 OOM = "2"  # CUDA_ERROR_OUT_OF_MEMORY
@@ -34,10 +34,10 @@ def test_up_to_the_limit_then_one_byte_more(drivers: Drivers, wenv: Env) -> None
 
 
 def test_without_the_shim_the_fake_allows_its_capacity(drivers: Drivers, wenv: Env) -> None:
-    # The control: the same program, no preload, sees the fake device's full 4 GiB.
+    # The control: the same program, no preload, fills the fake device's 4 GiB but for what its context took.
     env = wenv.build(shim=None, HAMI_DEVICE_MEMORY_LIMIT="100m", HAMI_FAKE_CUDA_MEMORY_MIB="4096")
     f = fields(run([drivers.cuda, "oom"], env).stdout)
-    assert f["filled"] == f"{4096 * MIB} rc=0"
+    assert f["filled"] == f"{(4096 - FAKE_CONTEXT_MIB) * MIB} rc=0"
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_storm_never_passes_the_limit(drivers: Drivers, wenv: Env) -> None:
     limit = 32 * MIB
     Region.create(wenv.region, [DeviceLimit(limit, 0)]).close()
     # The fake device is far larger than the limit, so only the shim can hold the line.
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096", **NO_CONTEXT)
     procs = [
         subprocess.Popen(
             [str(drivers.cuda), "storm", "4", "20000", str(8 * MIB), str(seed)],
@@ -141,7 +141,7 @@ def test_first_calls_of_many_threads_claim_one_fake_slot(drivers: Drivers, wenv:
     for rnd in range(12):
         wenv.state.unlink(missing_ok=True)
         Region.create(wenv.region, [DeviceLimit(limit, 0)]).close()
-        env = wenv.build(HAMI_REGION_PATH=str(wenv.region))
+        env = wenv.build(HAMI_REGION_PATH=str(wenv.region), **NO_CONTEXT)
         procs = [
             subprocess.Popen(
                 [str(drivers.cuda), "storm", "8", "50", str(8 * MIB), str(rnd * 100 + i)],
@@ -193,7 +193,7 @@ def test_storm_with_processes_dying_holding_memory(drivers: Drivers, wenv: Env) 
     # yet dead when an allocation began) may pass the limit.
     limit = 32 * MIB
     Region.create(wenv.region, [DeviceLimit(limit, 0)]).close()
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region))
+    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), **NO_CONTEXT)
     longs = [
         subprocess.Popen(
             [str(drivers.cuda), "storm", "4", "20000", str(8 * MIB), str(seed)],

@@ -12,7 +12,7 @@ import subprocess
 
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, run
+from tests.limiter.helpers import NO_CONTEXT, Env, fields, run
 
 MIB = 1 << 20
 OK, OOM = "0", "2"
@@ -20,7 +20,7 @@ OK, OOM = "0", "2"
 
 def limited(wenv: Env, mib: int) -> dict[str, str]:
     Region.create(wenv.region, [DeviceLimit(mib * MIB, 0)]).close()
-    return wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    return wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
 
 
 def region_used(wenv: Env) -> int:
@@ -38,7 +38,8 @@ def test_export_import_release_map_cannot_repeat_past_the_limit(drivers: Drivers
     assert region_used(wenv) == 0  # the process is gone: so are its shared allocations' charges
     # The control: on the bare driver the same loop goes on.
     wenv.state.unlink()
-    out = run([drivers.scenarios, "share", "16", "6"], wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096"))
+    control = wenv.build(**NO_CONTEXT, shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    out = run([drivers.scenarios, "share", "16", "6"], control)
     assert all(fields(out.stdout)[f"create{i}"] == OK for i in range(1, 7))
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, run
+from tests.limiter.helpers import NO_CONTEXT, Env, fields, run
 
 MIB = 1 << 20
 UNSHARE = shutil.which("unshare")
@@ -51,7 +51,7 @@ def _holder(drivers: Drivers, env: dict[str, str], ns: list[str] | None, nbytes:
 def test_holders_in_other_pid_namespaces_are_alive_until_they_die(drivers: Drivers, wenv: Env) -> None:
     limit = 64 * MIB
     Region.create(wenv.region, [DeviceLimit(limit, 0)]).close()
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    env = wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
     holders = {name: _holder(drivers, env, ns, 16 * MIB) for name, ns in NAMESPACES.items()}
     try:
         with Region.open(wenv.region) as region:

@@ -26,7 +26,7 @@ import pytest
 
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import PYTHON, Env, fields, python_env, run
+from tests.limiter.helpers import NO_CONTEXT, PYTHON, Env, fields, python_env, run
 
 MIB = 1 << 20
 # hami_region_shm: a 48-byte header padded to 64, then the pthread_mutex_t, whose first int is glibc's
@@ -87,7 +87,7 @@ def test_a_zombie_leader_whose_threads_still_hold_memory_keeps_its_charge(driver
     # A process whose main thread has exited is a zombie to /proc while its other threads run on, holding
     # device memory.  A forked child sharing its region (a private one: no liveness lock) must not take
     # that memory for free: 48 MiB held, 32 MiB more refused under a 64 MiB limit.
-    env = wenv.build(HAMI_DEVICE_MEMORY_LIMIT="64m", HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    env = wenv.build(**NO_CONTEXT, HAMI_DEVICE_MEMORY_LIMIT="64m", HAMI_FAKE_CUDA_MEMORY_MIB="4096")
     out = run([drivers.scenarios, "zombieleader", "48"], env, timeout=60)
     f = fields(out.stdout)
     assert f["holder_alloc"] == "0" and f["leader_state"] == "Z", out.stdout + out.stderr
@@ -120,7 +120,7 @@ def books_balance(state: Path) -> None:
 def test_the_fake_drivers_books_survive_a_sigkill_storm(drivers: Drivers, wenv: Env) -> None:
     # No limiter: the workers spend their time in the fake's bookkeeping, where the kills land.  Before the
     # fake kept its books under a robust lock with an undo record, 30 runs left 9-49 MB that no process held.
-    chaos(drivers, wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096"), runs=20)
+    chaos(drivers, wenv.build(**NO_CONTEXT, shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="4096"), runs=20)
     books_balance(wenv.state)
 
 
@@ -130,7 +130,8 @@ def test_chaos_storm_with_sigkill_never_hangs_nor_passes_the_limit(drivers: Driv
     # its time was up is counted as hung.
     limit = 32 * MIB
     Region.create(wenv.region, [DeviceLimit(limit, 0)]).close()
-    chaos(drivers, wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096"), runs=100)
+    env = wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="4096")
+    chaos(drivers, env, runs=100)
     books_balance(wenv.state)  # what the fake reports is what the workers held: no artefact of its own
     with Region.open(wenv.region) as region:
         region.reclaim_dead()

@@ -7,7 +7,7 @@ import pytest
 import hami_devices as hd
 from hami_devices.inventory import parse_inventory
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, run
+from tests.limiter.helpers import NO_CONTEXT, Env, fields, run
 
 MIB = 1 << 20
 CUDA_ERROR_OUT_OF_MEMORY = "2"
@@ -40,7 +40,7 @@ def test_mlu_and_t4_parts_each_get_their_own_limits(drivers: Drivers, wenv: Env)
     assert gpu["LD_PRELOAD"].endswith("libhami_cuda.so") and mlu["LD_PRELOAD"].endswith("libhami_cambricon.so")
     assert "CUDA_VISIBLE_DEVICES" not in mlu and "MLU_VISIBLE_DEVICES" not in gpu
 
-    cuda = fields(run([drivers.cuda, "oom"], {**wenv.build(shim=None), **gpu}).stdout)
+    cuda = fields(run([drivers.cuda, "oom"], {**wenv.build(**NO_CONTEXT, shim=None), **gpu}).stdout)
     assert cuda["filled"] == f"{64 * MIB} rc=0"
     assert cuda["one_more"] == CUDA_ERROR_OUT_OF_MEMORY
     cnrt = fields(run([drivers.cn, "oom", "cnrt", str(256 * MIB)], {**wenv.build(shim=None), **mlu}).stdout)

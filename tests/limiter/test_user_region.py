@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hami_devices.limiter import Region
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, run
+from tests.limiter.helpers import NO_CONTEXT, Env, fields, run
 
 MIB = 1 << 20
 OK, OOM = "0", "2"
@@ -44,6 +44,7 @@ def test_without_a_region_path_the_limit_is_per_process(drivers: Drivers, wenv: 
 def test_the_per_user_region_is_shared_by_the_users_processes(drivers: Drivers, wenv: Env, tmp_path: Path) -> None:
     folder = tmp_path / "regions"
     env = wenv.build(
+        **NO_CONTEXT,
         CUDA_DEVICE_MEMORY_LIMIT="64m",
         HAMI_REGION_PATH="user",
         HAMI_REGION_DIR=str(folder),
@@ -67,6 +68,7 @@ def test_the_per_user_region_is_shared_by_the_users_processes(drivers: Drivers, 
 
 def test_forked_children_share_the_per_user_region(drivers: Drivers, wenv: Env, tmp_path: Path) -> None:
     env = wenv.build(
+        **NO_CONTEXT,
         HAMI_DEVICE_MEMORY_LIMIT="256m", HAMI_REGION_PATH="user", HAMI_REGION_DIR=str(tmp_path / "regions")
     )
     # The parent holds 1 MiB and its forked child's 16 threads 1 MiB each: all in one region.

@@ -24,7 +24,7 @@ from hami_devices.ledger import SqliteLedger
 from hami_devices.limiter import DeviceLimit, Region, fake_gpu_snapshot
 from hami_devices.observability.regions import RegionReader
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env
+from tests.limiter.helpers import NO_CONTEXT, Env
 
 MIB = 1 << 20
 OK, OOM = "0", "2"
@@ -33,7 +33,7 @@ OK, OOM = "0", "2"
 @contextmanager
 def hog(drivers: Drivers, wenv: Env, mib: int) -> Iterator[None]:
     """Another workload (no limiter) holding `mib` of the card's physical memory."""
-    env = wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="256")
+    env = wenv.build(**NO_CONTEXT, shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="256")
     proc = subprocess.Popen([str(drivers.cuda), "hold", str(mib * MIB)], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "READY rc=0"
@@ -66,7 +66,7 @@ def read_until_ready(proc: subprocess.Popen[str]) -> dict[str, str]:
 
 def test_virtual_share_spills_beyond_the_free_card_up_to_its_limit(drivers: Drivers, wenv: Env) -> None:
     Region.create(wenv.region, [DeviceLimit(128 * MIB, 0, virtual_memory=True)]).close()
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="256")
+    env = wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="256")
     with hog(drivers, wenv, 200):
         proc = spill(drivers, env, 5)
         try:
@@ -99,7 +99,7 @@ def test_virtual_share_spills_beyond_the_free_card_up_to_its_limit(drivers: Driv
 def test_host_cap_bounds_what_spills(drivers: Drivers, wenv: Env) -> None:
     capped = DeviceLimit(128 * MIB, 0, virtual_memory=True, host_spill_limit_bytes=64 * MIB)
     Region.create(wenv.region, [capped]).close()
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="256")
+    env = wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="256")
     with hog(drivers, wenv, 200):
         proc = spill(drivers, env, 4)
         try:
@@ -114,7 +114,7 @@ def test_host_cap_bounds_what_spills(drivers: Drivers, wenv: Env) -> None:
 def test_without_virtual_memory_a_full_card_refuses(drivers: Drivers, wenv: Env) -> None:
     # The control: the same share, not virtual, gets what the card has and then the driver's own refusal.
     Region.create(wenv.region, [DeviceLimit(128 * MIB, 0)]).close()
-    env = wenv.build(HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="256")
+    env = wenv.build(**NO_CONTEXT, HAMI_REGION_PATH=str(wenv.region), HAMI_FAKE_CUDA_MEMORY_MIB="256")
     with hog(drivers, wenv, 200):
         proc = spill(drivers, env, 3)
         try:
@@ -130,6 +130,7 @@ def test_without_virtual_memory_a_full_card_refuses(drivers: Drivers, wenv: Env)
 
 def test_private_region_takes_virtual_memory_from_the_environment(drivers: Drivers, wenv: Env) -> None:
     env = wenv.build(
+        **NO_CONTEXT,
         HAMI_DEVICE_MEMORY_LIMIT="128m", HAMI_VIRTUAL_MEMORY="1", HAMI_FAKE_CUDA_MEMORY_MIB="256"
     )
     with hog(drivers, wenv, 200):
@@ -160,7 +161,7 @@ def test_allocation_spills_and_reports_it(drivers: Drivers, wenv: Env, tmp_path:
     if how == "request":
         part["virtual-memory"] = True
     handle = device.allocate({"parts": [part]})
-    env = {**wenv.build(shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="256"), **handle.env}
+    env = {**wenv.build(**NO_CONTEXT, shim=None, HAMI_FAKE_CUDA_MEMORY_MIB="256"), **handle.env}
     with hog(drivers, wenv, 200):
         proc = spill(drivers, env, 4)
         try:

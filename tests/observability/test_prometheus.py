@@ -20,6 +20,7 @@ from hami_devices.ledger import EventKind, SqliteLedger
 from hami_devices.limiter import fake_library
 from hami_devices.observability import packaged
 from tests.limiter.conftest import Drivers
+from tests.limiter.helpers import FAKE_CONTEXT_MIB
 from tests.observability.helpers import CLI, REPO, cli_env
 from tests.observability.prometheus import prometheus
 from tests.observability.test_dashboard import dashboard_queries
@@ -108,7 +109,8 @@ def test_prometheus_joins_workload_memory_to_its_device_and_pod(
             labels = series["metric"]
             assert labels["uuid"] == uuid and labels["pod"] == "web-0" and labels["namespace"] == "prod"
             assert labels["pci_bus_id"] == "0000:3B:00.0" or labels["pci_bus_id"].lower().endswith("3b:00.0")
-            assert float(series["value"][1]) == 24 * MIB  # the vendor library's reading of that device
+            # the vendor library's reading of that device: the 24 MiB and the process's context beside them
+            assert float(series["value"][1]) == (24 + FAKE_CONTEXT_MIB) * MIB
 
             (share,) = prom.wait_for('hami_allocation_memory_used_bytes{pod="web-0", container="main"}')
             assert float(share["value"][1]) == 24 * MIB and share["metric"]["uuid"] == uuid  # the limiter's
@@ -122,7 +124,7 @@ def test_prometheus_joins_workload_memory_to_its_device_and_pod(
 
             # The recording rules give the field's names: DCGM's and HAMi's.
             (fb,) = prom.wait_for(f'DCGM_FI_DEV_FB_USED{{UUID="{uuid}"}}')
-            assert float(fb["value"][1]) == 24 and fb["metric"]["gpu"] == str(index)
+            assert float(fb["value"][1]) == 24 + FAKE_CONTEXT_MIB and fb["metric"]["gpu"] == str(index)
             (vgpu,) = prom.wait_for(f'hami_vgpu_memory_used_bytes{{device_uuid="{uuid}", pod="web-0"}}')
             assert float(vgpu["value"][1]) == 24 * MIB
 

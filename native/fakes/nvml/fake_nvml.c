@@ -931,7 +931,9 @@ API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *powe
     return NVML_SUCCESS;
 }
 
-/* Processes as (pid, bytes) pairs, from the shared state when present. */
+/* Processes as (pid, bytes) pairs, from the shared state when present.  A process's bytes are all
+ * the device memory it holds: its allocations and its contexts (the fake libcuda takes a context's
+ * memory into the process's slot when it creates the context), as a driver reports them. */
 static unsigned int collect_procs(const fake_gpu *g, unsigned int *pids, unsigned long long *bytes,
                                   unsigned int max) {
     unsigned int n = 0;
