@@ -56,7 +56,7 @@ from urllib.parse import unquote
 import psycopg
 from psycopg import errors as pg_errors
 
-from hami_devices.errors import LedgerSchemaError, LedgerUnavailable, UnknownAllocation
+from hami_devices.errors import InvalidRequest, LedgerSchemaError, LedgerUnavailable, UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.paths import default_busy_timeout
@@ -298,9 +298,13 @@ class PostgresLedger(Ledger):
             text = text.replace(secret, "***")
         return " ".join(text.split())
 
-    def _unusable(self, exc: BaseException) -> LedgerUnavailable:
+    def _unusable(self, exc: BaseException) -> LedgerUnavailable | InvalidRequest:
         text = self._scrubbed(str(exc)) or type(exc).__name__
         where = f"ledger {self.display_url}"
+        if isinstance(exc, psycopg.DataError):
+            # a value PostgreSQL cannot store (a NUL character in text, an integer past 64 bits): the
+            # caller's input, not the database, is at fault
+            return InvalidRequest("ledger", f"{where} cannot store a value: {text}")
         if isinstance(exc, pg_errors.LockNotAvailable):
             return LedgerUnavailable(
                 f"{where} is locked by another writer (waited {self._timeout:g} s; HAMI_LEDGER_TIMEOUT sets the wait)"
@@ -364,6 +368,11 @@ class PostgresLedger(Ledger):
     def _begin(self, statement: str) -> Connection:
         """Start a transaction on this thread's connection, reconnecting once if the server dropped it."""
         conn = self._connection()
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            # PostgreSQL would only warn, and the inner COMMIT would end the outer transaction early
+            raise LedgerUnavailable(
+                f"ledger {self.display_url}: a transaction is already open on this thread (transactions do not nest)"
+            )
         try:
             conn.execute(statement)
         except psycopg.Error as exc:

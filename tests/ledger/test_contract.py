@@ -111,6 +111,14 @@ def test_a_failed_transaction_leaves_nothing_behind(any_ledger: Ledger) -> None:
     assert {h.id for h in any_ledger.handles()} == {"before", "after"}
 
 
+def test_transactions_do_not_nest(any_ledger: Ledger) -> None:
+    with any_ledger.transaction() as outer:
+        outer.add(_handle("outer"))
+        with pytest.raises(LedgerUnavailable), any_ledger.transaction():
+            pass
+    assert [h.id for h in any_ledger.handles()] == ["outer"]
+
+
 # ---- events ----
 
 EVENT_ROWS = [

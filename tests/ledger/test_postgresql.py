@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from hami_devices.errors import LedgerUnavailable
+from hami_devices.errors import InvalidRequest, LedgerUnavailable
 from hami_devices.ledger import Event
 from hami_devices.ledger.opening import open_ledger
 from hami_devices.ledger.postgresql import PostgresLedger
@@ -71,6 +71,14 @@ def test_a_lost_connection_is_replaced_on_the_next_transaction(
     assert ended == [(True,)]
     ledger.record_event(Event(kind="device.health"))  # on a new connection: nothing was sent on the dead one
     assert [e.seq for e in ledger.events()] == [1, 2]
+    ledger.close()
+
+
+def test_a_value_postgresql_cannot_store_is_the_callers_error(postgres_url: str) -> None:
+    ledger = PostgresLedger(postgres_url)
+    with pytest.raises(InvalidRequest, match="NUL"), ledger.transaction() as view:
+        view.record_event(Event(kind="device.health", allocation_id="a\x00b"))
+    assert ledger.events() == []
     ledger.close()
 
 
