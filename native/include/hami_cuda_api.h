@@ -289,6 +289,18 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
     unsigned int NumChannels;
     unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR_v1;
+/* The compute pacer's probes (cuda_pace.c) */
+typedef enum CUstreamCaptureStatus_enum {
+    CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+    CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2
+} CUstreamCaptureStatus;
+typedef enum CUevent_flags_enum {
+    CU_EVENT_DEFAULT = 0x0,
+    CU_EVENT_BLOCKING_SYNC = 0x1,
+    CU_EVENT_DISABLE_TIMING = 0x2,
+    CU_EVENT_INTERPROCESS = 0x4
+} CUevent_flags;
 #endif /* __cuda_cuda_h__ */
 
 /* ---- functions the shim wraps ---- */
@@ -414,6 +426,9 @@ CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device);
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
 CUresult cuEventDestroy_v2(CUevent hEvent);
+/* The compute pacer's probes: how long a launch really ran (CUDA 12.8+ also names it cuEventElapsedTime_v2). */
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus);
 CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags);
 CUresult cuGraphDestroy(CUgraph hGraph);
 CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,

@@ -35,7 +35,13 @@
  *   HAMI_FAKE_<VENDOR>_MEMORY_MIB  capacity in MiB, one value or a comma list per device
  *   HAMI_FAKE_MEMORY_MIB           ... fallback, default 16384
  *   HAMI_FAKE_KERNEL_US            default fake kernel duration in microseconds (default 1000)
- *   HAMI_FAKE_QUEUE_US             how far a device's launch queue may run ahead (default 50000)
+ *   HAMI_FAKE_QUEUE_US             how far one process's launch queue may run ahead (default 50000)
+ *   HAMI_FAKE_LAUNCH_NS            host time one launch costs its caller (default 5000)
+ *   HAMI_FAKE_QUEUE_DEPTH          kernels one process may have queued on a device (default 1024)
+ *   HAMI_FAKE_SWITCH_EFFICIENCY    share of the device left to kernels while several contexts time-slice
+ *                                  (per mille, default 906)
+ * How the device spends its time is modelled in hami_fake_timeline.h (read its header for the
+ * calibration of each constant).
  */
 #ifndef HAMI_FAKE_GPU_H
 #define HAMI_FAKE_GPU_H
@@ -61,7 +67,7 @@
 #endif
 
 #define HAMI_FAKE_GPU_MAGIC 0x31414746494D4148ULL /* "HAMIFGA1" as little-endian bytes */
-#define HAMI_FAKE_GPU_VERSION 3u
+#define HAMI_FAKE_GPU_VERSION 4u
 #define HAMI_FAKE_GPU_MAX_DEVICES 16
 #define HAMI_FAKE_GPU_MAX_PROCS 64
 #define HAMI_FAKE_PROC_LOCKED 1u           /* the holder's "device node" lock guards the slot */
@@ -72,7 +78,7 @@ typedef struct hami_fake_proc {
     int32_t pid;
     uint32_t flags;        /* HAMI_FAKE_PROC_*; was reserved (0) */
     uint64_t used_bytes;   /* device memory this pid holds now */
-    uint64_t busy_ns;      /* cumulative kernel time of this pid's kernels (counted when queued) */
+    uint64_t busy_ns;      /* device time this pid's kernels have run (hami_fake_timeline.h) */
     uint64_t launches;     /* kernels launched by this pid */
 } hami_fake_proc;
 
@@ -80,8 +86,8 @@ typedef struct hami_fake_device {
     uint64_t total_bytes;      /* capacity */
     uint64_t used_bytes;       /* bytes held by all processes now */
     uint64_t peak_used_bytes;  /* high-water mark of used_bytes since creation */
-    uint64_t busy_ns;          /* cumulative kernel time (counted when queued, <= 1 kernel ahead) */
-    uint64_t busy_until_ns;    /* CLOCK_MONOTONIC end of the virtual timeline */
+    uint64_t busy_ns;          /* wall time during which some process had a kernel on the device */
+    uint64_t advanced_ns;      /* CLOCK_MONOTONIC time up to which the timeline has been played */
     uint64_t launches;         /* kernels launched on this device */
     hami_fake_proc procs[HAMI_FAKE_GPU_MAX_PROCS];
     /* Host memory behind this device's managed allocations (version 2): never device capacity. */
@@ -101,6 +107,30 @@ typedef struct hami_fake_undo {
     uint64_t device_used;  /* the device's used_bytes as it was */
 } hami_fake_undo;
 
+/* One breakpoint of a process's progress: from t_ns on, done_ns grows at a new rate (version 4). */
+typedef struct hami_fake_break {
+    uint64_t t_ns;
+    uint64_t done_ns;
+} hami_fake_break;
+
+#define HAMI_FAKE_BREAKS 64
+
+/* One process's context on one device: the work it queued and the work that ran, in device
+ * nanoseconds as the kernels would take alone (version 4).  Its slot is the hami_fake_proc's. */
+typedef struct hami_fake_lane {
+    uint64_t queued_ns;
+    uint64_t done_ns;
+    uint64_t breaks;       /* breakpoints written so far (the ring holds the last HAMI_FAKE_BREAKS) */
+    uint64_t rate_ppm;     /* progress per wall nanosecond of the segment that began at the newest break */
+    hami_fake_break ring[HAMI_FAKE_BREAKS];
+} hami_fake_lane;
+
+/* How one device spends its time (version 4): played forward lazily under its lock. */
+typedef struct hami_fake_timeline {
+    pthread_mutex_t lock; /* robust, process-shared */
+    hami_fake_lane lane[HAMI_FAKE_GPU_MAX_PROCS];
+} hami_fake_timeline;
+
 typedef struct hami_fake_gpu_state {
     uint64_t magic;
     uint32_t version;
@@ -112,6 +142,7 @@ typedef struct hami_fake_gpu_state {
      * slot table is made under, and the update in progress. */
     pthread_mutex_t book_lock;
     hami_fake_undo undo;
+    hami_fake_timeline timeline[HAMI_FAKE_GPU_MAX_DEVICES]; /* version 4 */
 } hami_fake_gpu_state;
 
 _Static_assert(sizeof(hami_fake_proc) == 32, "fake GPU layout changed: bump HAMI_FAKE_GPU_VERSION");
@@ -148,6 +179,7 @@ static inline void hami_fake_init_book_lock(pthread_mutex_t *m) {
 static inline void hami_fake_init_state(hami_fake_gpu_state *s, const char *vendor) {
     memset(s, 0, sizeof *s);
     hami_fake_init_book_lock(&s->book_lock);
+    for (int i = 0; i < HAMI_FAKE_GPU_MAX_DEVICES; i++) hami_fake_init_book_lock(&s->timeline[i].lock);
     const char *count = hami_fake_env2(vendor, "DEVICES", "HAMI_FAKE_DEVICES");
     long n = count ? strtol(count, NULL, 10) : 1;
     if (n < 0) n = 0;
@@ -298,6 +330,8 @@ static inline void hami_fake_book_lock(void) {
 
 static inline void hami_fake_book_unlock(void) { pthread_mutex_unlock(&hami_fake_mapped->book_lock); }
 
+#include "hami_fake_timeline.h"
+
 /* Saves what an update of slot p (NULL: none) and device d is about to change.  The fences keep
  * the compiler from moving a change before the save or after the end: SIGKILL may land anywhere. */
 static inline void hami_fake_update_begin(hami_fake_device *d, hami_fake_proc *p) {
@@ -379,6 +413,7 @@ static inline void hami_fake_recycle_locked(hami_fake_device *d, hami_fake_proc 
     __atomic_store_n(&p->used_bytes, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&p->busy_ns, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&p->launches, 0, __ATOMIC_RELEASE);
+    hami_fake_lane_drop(d, (int)(p - d->procs));
     if (claimed_by) hami_fake_lock_slot(d, p);
     else __atomic_store_n(&p->flags, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&p->pid, claimed_by, __ATOMIC_RELEASE);
@@ -498,55 +533,27 @@ static inline void hami_fake_mem_disown(hami_fake_device *d, hami_fake_proc *p, 
     hami_fake_book_unlock();
 }
 
-/* How far a device's queue may run ahead of its launchers, in ns: $HAMI_FAKE_QUEUE_US, default 50 ms. */
-static inline uint64_t hami_fake_queue_ns(void) {
-    static uint64_t cached = UINT64_MAX;
-    uint64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v != UINT64_MAX) return v;
-    const char *e = getenv("HAMI_FAKE_QUEUE_US");
-    v = (e && *e) ? strtoull(e, NULL, 10) * 1000ull : 50000000ull;
-    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    return v;
-}
-
-/* Runs a fake kernel of duration_ns: it takes the next free interval of the
- * device's timeline (kernels of all processes serialise, like one busy engine).
- * The caller returns at once while the device's queue reaches less than
- * hami_fake_queue_ns() ahead, and otherwise sleeps until it does: launches are
- * asynchronous, as on a real device, so a launch loop keeps the device 100% busy
- * even with short kernels, and a launcher that waits a while for a CPU -- on a
- * loaded machine -- does not leave the device idle meanwhile.  Busy time is
- * counted when the kernel is queued, so counters lead the timeline by at most
- * the queue (a throttled launcher's queue is about empty). */
+/* Runs a fake kernel of duration_ns for process slot p (hami_fake_timeline.h): the caller pays the
+ * launch's host time and returns once the kernel is queued behind the process's earlier work. */
 static inline void hami_fake_run_kernel(hami_fake_device *d, hami_fake_proc *p, uint64_t duration_ns) {
     __atomic_fetch_add(&d->launches, 1, __ATOMIC_RELAXED);
-    if (p) __atomic_fetch_add(&p->launches, 1, __ATOMIC_RELAXED);
-    if (duration_ns == 0) return;
-    uint64_t now = hami_fake_now_ns();
-    uint64_t until = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE), start;
-    do {
-        start = until > now ? until : now;
-    } while (!__atomic_compare_exchange_n(&d->busy_until_ns, &until, start + duration_ns, 1, __ATOMIC_ACQ_REL,
-                                          __ATOMIC_ACQUIRE));
-    __atomic_fetch_add(&d->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
-    if (p) __atomic_fetch_add(&p->busy_ns, duration_ns, __ATOMIC_ACQ_REL);
-    uint64_t queue = hami_fake_queue_ns();
-    if (start > now + queue) {
-        uint64_t wake = start - queue;
-        struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-        }
-    }
+    if (!p) return;
+    __atomic_fetch_add(&p->launches, 1, __ATOMIC_RELAXED);
+    hami_fake_lane_launch(d, (int)(p - d->procs), duration_ns);
 }
 
-/* Waits until every kernel queued on the device so far has finished (a device-wide synchronize). */
-static inline void hami_fake_synchronize(hami_fake_device *d) {
-    uint64_t end = __atomic_load_n(&d->busy_until_ns, __ATOMIC_ACQUIRE);
-    if (end > hami_fake_now_ns()) {
-        struct timespec ts = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-        }
-    }
+/* Waits until every kernel process slot p queued on the device so far has run (its context's synchronize). */
+static inline void hami_fake_synchronize(hami_fake_device *d, hami_fake_proc *p) {
+    if (!p) return;
+    int slot = (int)(p - d->procs);
+    hami_fake_lane_wait(d, slot, hami_fake_lane_mark(d, slot));
+}
+
+/* Whether process slot p still has kernels queued or running on the device. */
+static inline int hami_fake_busy(hami_fake_device *d, hami_fake_proc *p) {
+    if (!p) return 0;
+    int slot = (int)(p - d->procs);
+    return !hami_fake_lane_reached(d, slot, hami_fake_lane_mark(d, slot));
 }
 
 /* Kernel duration used when the test did not choose one per thread. */

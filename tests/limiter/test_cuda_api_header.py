@@ -140,6 +140,10 @@ int main(void) {
     V(offsetof(CUDA_ARRAY_DESCRIPTOR_v1, NumChannels)) V(sizeof(CUDA_ARRAY3D_DESCRIPTOR_v1))
     V(offsetof(CUDA_ARRAY3D_DESCRIPTOR_v1, Depth)) V(offsetof(CUDA_ARRAY3D_DESCRIPTOR_v1, Format))
     V(offsetof(CUDA_ARRAY3D_DESCRIPTOR_v1, Flags))
+    /* the compute pacer's probes */
+    V(CU_STREAM_CAPTURE_STATUS_NONE) V(CU_STREAM_CAPTURE_STATUS_ACTIVE) V(CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+    V(sizeof(CUstreamCaptureStatus)) V(CU_EVENT_DEFAULT) V(CU_EVENT_BLOCKING_SYNC) V(CU_EVENT_DISABLE_TIMING)
+    V(CU_EVENT_INTERPROCESS)
     return 0;
 }
 """

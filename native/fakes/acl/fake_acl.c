@@ -124,6 +124,6 @@ EXPORT aclError aclrtCreateStream(aclrtStream *stream) {
 }
 
 EXPORT aclError aclrtSynchronizeStream(aclrtStream stream) {
-    if (ready() && t_dev >= 0) hami_fake_synchronize(&g_state->devices[t_dev]);
+    if (ready() && t_dev >= 0) hami_fake_synchronize(&g_state->devices[t_dev], proc_of(t_dev));
     return ACL_SUCCESS;
 }

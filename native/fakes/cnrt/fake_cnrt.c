@@ -106,6 +106,6 @@ EXPORT cnrtRet_t cnrtQueueCreate(cnrtQueue_t *pQueue) {
 }
 
 EXPORT cnrtRet_t cnrtQueueSync(cnrtQueue_t queue) {
-    if (ready()) hami_fake_synchronize(&g_state->devices[t_dev]);
+    if (ready()) hami_fake_synchronize(&g_state->devices[t_dev], proc_of(t_dev));
     return cnrtSuccess;
 }

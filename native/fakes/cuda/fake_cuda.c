@@ -1,7 +1,9 @@
 /* A fake CUDA driver (libcuda.so.1) for tests: devices, contexts, streams and
- * events, memory with a capacity, and kernels that occupy a virtual device
- * timeline.  State that several processes must agree on lives in the shared
- * file of hami_fake_gpu.h.  VMM, pools, arrays and graphs: see fake_cuda.h. */
+ * events, memory with a capacity, and kernels that take device time the way a
+ * real GPU's do (hami_fake_timeline.h: launch cost, in-order streams, contexts
+ * time-sliced, events that carry the device's completion time).  State that
+ * several processes must agree on lives in the shared file of hami_fake_gpu.h.
+ * VMM, pools, arrays and graphs: see fake_cuda.h. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -13,7 +15,6 @@
 #include "fake_cuda.h"
 
 struct CUmod_st { int unused; };
-struct CUfunc_st { int unused; };
 
 pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -30,7 +31,8 @@ static struct CUstream_st g_default_stream[HAMI_FAKE_GPU_MAX_DEVICES];
 static __thread uint64_t t_kernel_ns = UINT64_MAX;
 static uint64_t g_default_kernel_ns;
 static struct CUmod_st g_module;
-static struct CUfunc_st g_function;
+static struct CUfunc_st g_functions[128]; /* one per kernel name, for the process's lifetime */
+static int g_nfunctions;
 
 static void reset_contexts(void);
 
@@ -323,7 +325,7 @@ static void device_reached(int dev) {
 static struct CUstream_st *g_streams[256]; /* created streams, for a device-wide synchronize */
 
 static CUresult synchronize_device(int dev) {
-    hami_fake_synchronize(state_of(dev));
+    hami_fake_synchronize(state_of(dev), proc_of(dev));
     device_reached(dev);
     pthread_mutex_lock(&fake_mu);
     for (size_t i = 0; i < sizeof g_streams / sizeof g_streams[0]; i++)
@@ -501,8 +503,32 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
 
 EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) { *module = &g_module; return CUDA_SUCCESS; }
 
+/* The kernel registry: a name ending in "_<N>us" or "_<N>ns" runs N microseconds (nanoseconds). */
+static uint64_t duration_named(const char *name) {
+    const char *u = strrchr(name, '_');
+    if (!u) return UINT64_MAX;
+    char *end;
+    unsigned long long n = strtoull(u + 1, &end, 10);
+    if (end == u + 1) return UINT64_MAX;
+    if (strcmp(end, "us") == 0) return (uint64_t)n * 1000ull;
+    if (strcmp(end, "ns") == 0) return (uint64_t)n;
+    return UINT64_MAX;
+}
+
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
-    *hfunc = &g_function;
+    if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_mu);
+    struct CUfunc_st *f = NULL;
+    for (int i = 0; i < g_nfunctions && !f; i++)
+        if (strncmp(g_functions[i].name, name, sizeof g_functions[i].name - 1) == 0) f = &g_functions[i];
+    if (!f && g_nfunctions < (int)(sizeof g_functions / sizeof g_functions[0])) {
+        f = &g_functions[g_nfunctions++];
+        snprintf(f->name, sizeof f->name, "%s", name);
+        f->duration_ns = duration_named(name);
+    }
+    pthread_mutex_unlock(&fake_mu);
+    if (!f) return CUDA_ERROR_NOT_FOUND;
+    *hfunc = f;
     return CUDA_SUCCESS;
 }
 
@@ -555,7 +581,7 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
     CUstream s = fake_stream(hStream);
     if (!s) return CUDA_ERROR_INVALID_CONTEXT;
-    hami_fake_synchronize(state_of(s->device));
+    hami_fake_synchronize(state_of(s->device), proc_of(s->device));
     pthread_mutex_lock(&fake_mu);
     fake_stream_reached(s, UINT64_MAX);
     pthread_mutex_unlock(&fake_mu);
@@ -566,10 +592,8 @@ EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
 EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
 
 /* A query answers as a real one: CUDA_ERROR_NOT_READY while the device still runs
- * queued kernels, else CUDA_SUCCESS -- and the stream has then reached its frees. */
-static int device_busy(int dev) {
-    return __atomic_load_n(&state_of(dev)->busy_until_ns, __ATOMIC_ACQUIRE) > hami_fake_now_ns();
-}
+ * this process's queued kernels, else CUDA_SUCCESS -- and the stream has then reached its frees. */
+static int device_busy(int dev) { return hami_fake_busy(state_of(dev), proc_of(dev)); }
 
 EXPORT CUresult cuStreamQuery(CUstream hStream) {
     CUstream s = fake_stream(hStream);
@@ -584,26 +608,37 @@ EXPORT CUresult cuStreamQuery(CUstream hStream) {
 EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
 
 EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+    if (!phEvent) return CUDA_ERROR_INVALID_VALUE;
     struct CUevent_st *e = calloc(1, sizeof *e);
-    if (!e || !phEvent) return CUDA_ERROR_INVALID_VALUE;
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->flags = Flags;
     *phEvent = e;
     return CUDA_SUCCESS;
 }
 
+/* An event completes when the recording process's context has run everything queued before it. */
 EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
     CUstream s = fake_stream(hStream);
     if (!hEvent || !s) return CUDA_ERROR_INVALID_VALUE;
+    hami_fake_proc *p = proc_of(s->device);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&fake_mu);
     hEvent->stream = s;
     hEvent->seq = s->seq;
+    hEvent->device = s->device;
+    hEvent->mark = hami_fake_lane_mark(state_of(s->device), (int)(p - state_of(s->device)->procs));
+    hEvent->recorded = 1;
+    hEvent->recorded_ns = hami_fake_now_ns();
     pthread_mutex_unlock(&fake_mu);
     return CUDA_SUCCESS;
 }
 
+static int event_slot(CUevent e) { return (int)(proc_of(e->device) - state_of(e->device)->procs); }
+
 EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
     if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
     if (hEvent->stream) {
-        hami_fake_synchronize(state_of(hEvent->stream->device));
+        hami_fake_lane_wait(state_of(hEvent->device), event_slot(hEvent), hEvent->mark);
         pthread_mutex_lock(&fake_mu);
         fake_stream_reached(hEvent->stream, hEvent->seq); /* only what was queued before the record */
         pthread_mutex_unlock(&fake_mu);
@@ -615,7 +650,8 @@ EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
 EXPORT CUresult cuEventQuery(CUevent hEvent) {
     if (!hEvent) return CUDA_ERROR_INVALID_HANDLE;
     if (hEvent->stream) {
-        if (device_busy(hEvent->stream->device)) return CUDA_ERROR_NOT_READY;
+        if (!hami_fake_lane_reached(state_of(hEvent->device), event_slot(hEvent), hEvent->mark))
+            return CUDA_ERROR_NOT_READY;
         pthread_mutex_lock(&fake_mu);
         fake_stream_reached(hEvent->stream, hEvent->seq);
         pthread_mutex_unlock(&fake_mu);
@@ -628,7 +664,54 @@ EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
     return CUDA_SUCCESS;
 }
 
-static CUresult run(CUstream stream) {
+/* Milliseconds between two completed events, from the device's own completion times. */
+EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+    if (!pMilliseconds || !hStart || !hEnd) return CUDA_ERROR_INVALID_VALUE;
+    if ((hStart->flags | hEnd->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+    if (!hStart->recorded || !hEnd->recorded) return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t t0 = hami_fake_lane_time_of(state_of(hStart->device), event_slot(hStart), hStart->mark);
+    uint64_t t1 = hami_fake_lane_time_of(state_of(hEnd->device), event_slot(hEnd), hEnd->mark);
+    if (!t0 || !t1) return CUDA_ERROR_NOT_READY;
+    /* An event on an idle stream completes when the device reaches it, not when earlier work ended. */
+    if (t0 < hStart->recorded_ns) t0 = hStart->recorded_ns;
+    if (t1 < hEnd->recorded_ns) t1 = hEnd->recorded_ns;
+    *pMilliseconds = (float)((double)((int64_t)(t1 - t0)) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+    return cuEventElapsedTime(pMilliseconds, hStart, hEnd);
+}
+
+/* Fake-only: plays every device of a state file up to now, so that a reader of the file sees current
+ * counters (the timeline is otherwise played only by those who launch, wait or sample). */
+EXPORT int hamiFakePlayState(const char *path) {
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    void *m = mmap(NULL, sizeof(hami_fake_gpu_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return -1;
+    hami_fake_gpu_state *s = m;
+    int rc = -1;
+    if (s->magic == HAMI_FAKE_GPU_MAGIC && s->version == HAMI_FAKE_GPU_VERSION && !hami_fake_mapped) {
+        hami_fake_mapped = s; /* only in a process that does not run the fake itself */
+        for (uint32_t i = 0; i < s->device_count && i < HAMI_FAKE_GPU_MAX_DEVICES; i++) hami_fake_play(&s->devices[i]);
+        hami_fake_mapped = NULL;
+        rc = 0;
+    }
+    munmap(m, sizeof(hami_fake_gpu_state));
+    return rc;
+}
+
+/* The fake never captures a stream into a graph: every stream runs what it is given. */
+EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    if (!captureStatus) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_stream(hStream)) return CUDA_ERROR_INVALID_CONTEXT;
+    *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult run(CUstream stream, CUfunction f) {
     int dev;
     if (stream) {
         if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
@@ -639,7 +722,9 @@ static CUresult run(CUstream stream) {
         CUresult rc = current_dev(&dev);
         if (rc != CUDA_SUCCESS) return rc;
     }
-    uint64_t ns = t_kernel_ns != UINT64_MAX ? t_kernel_ns : g_default_kernel_ns;
+    uint64_t ns = f && f->duration_ns != UINT64_MAX ? f->duration_ns
+                  : t_kernel_ns != UINT64_MAX          ? t_kernel_ns
+                                                       : g_default_kernel_ns;
     hami_fake_run_kernel(state_of(dev), proc_of(dev), ns);
     return CUDA_SUCCESS;
 }
@@ -647,17 +732,17 @@ static CUresult run(CUstream stream) {
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void **params,
                                void **extra) {
-    return run(s);
+    return run(s, f);
 }
 
 EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm, CUstream s,
                                     void **params, void **extra) {
-    return run(s);
+    return run(s, f);
 }
 
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
-    return config ? run(config->hStream) : CUDA_ERROR_INVALID_VALUE;
+    return config ? run(config->hStream, f) : CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
@@ -667,19 +752,19 @@ EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f
 EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                           unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
                                           CUstream s, void **params) {
-    return run(s);
+    return run(s, f);
 }
 
 EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                                unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
                                                CUstream s, void **params) {
-    return run(s);
+    return run(s, f);
 }
 
 /* A fake graph launch: its memory nodes (fake_cuda_graph.c), then one kernel of the thread's current duration. */
 EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
     CUresult rc = fake_graph_run(hGraphExec, hStream);
-    return rc != CUDA_SUCCESS ? rc : run(hStream);
+    return rc != CUDA_SUCCESS ? rc : run(hStream, NULL);
 }
 
 EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) {

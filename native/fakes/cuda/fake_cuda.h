@@ -47,6 +47,18 @@ struct CUstream_st {
 struct CUevent_st {
     CUstream stream;
     uint64_t seq;
+    unsigned int flags;    /* CU_EVENT_*: timing unless CU_EVENT_DISABLE_TIMING */
+    int recorded;
+    int device;            /* where it was recorded */
+    uint64_t mark;         /* the recording process's queued work then (hami_fake_timeline.h) */
+    uint64_t recorded_ns;  /* when it was recorded: the device cannot reach it before */
+};
+
+/* A kernel: its device time, from its name ("hami_fake_kernel_<N>us" or "..._<N>ns"); UINT64_MAX =
+ * the thread's choice (hamiFakeCudaSetKernelNs) or HAMI_FAKE_KERNEL_US. */
+struct CUfunc_st {
+    char name[64];
+    uint64_t duration_ns;
 };
 
 /* One lock for the fake's pool, VMM, graph and array bookkeeping: tests need

@@ -379,16 +379,26 @@ static int load_fixture(void) {
 static void attach_state(void) {
     const char *path = getenv("HAMI_FAKE_GPU_STATE");
     if (!path || !*path) return;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Writable where it can be: the sampler plays the device's timeline up to the present before
+     * it reads the counters (hami_fake_timeline.h), as a driver's counters are always current. */
+    int prot = PROT_READ | PROT_WRITE;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        prot = PROT_READ;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
     if (fd < 0) return;
     struct stat st;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(hami_fake_gpu_state)) {
-        void *m = mmap(NULL, sizeof(hami_fake_gpu_state), PROT_READ, MAP_SHARED, fd, 0);
+        void *m = mmap(NULL, sizeof(hami_fake_gpu_state), prot, MAP_SHARED, fd, 0);
         if (m != MAP_FAILED) {
             const hami_fake_gpu_state *s = m;
-            if (s->magic == HAMI_FAKE_GPU_MAGIC && s->version == HAMI_FAKE_GPU_VERSION)
+            if (s->magic == HAMI_FAKE_GPU_MAGIC && s->version == HAMI_FAKE_GPU_VERSION) {
+                if (prot & PROT_WRITE) hami_fake_mapped = (hami_fake_gpu_state *)m;
                 __atomic_store_n(&g_state, s, __ATOMIC_RELEASE);
-            else munmap(m, sizeof(hami_fake_gpu_state));
+            } else {
+                munmap(m, sizeof(hami_fake_gpu_state));
+            }
         }
     }
     close(fd);
@@ -410,7 +420,18 @@ static const hami_fake_device *state_device(const fake_gpu *g) {
 /* ---- utilization sampling (see the top of the file) ---- */
 
 #define SAMPLE_HISTORY 32
-#define SAMPLE_MIN_NS 1000000ull
+
+/* The driver's sample period: NVML documents utilization "over the past sample period", between
+ * 1 s and 1/6 s by product; data-center GPUs sample at 1/6 s.  HAMI_FAKE_NVML_SAMPLE_US overrides. */
+static uint64_t sample_period_ns(void) {
+    static uint64_t cached;
+    if (!cached) {
+        const char *v = getenv("HAMI_FAKE_NVML_SAMPLE_US");
+        uint64_t us = v && *v ? strtoull(v, NULL, 10) : 166667ull;
+        cached = (us ? us : 1) * 1000ull;
+    }
+    return cached;
+}
 
 typedef struct {
     unsigned long long t_us; /* CLOCK_REALTIME, microseconds (NVML's sample timestamps) */
@@ -446,7 +467,11 @@ static void take_snapshot(const fake_gpu *g) {
     util_history *h = &g_hist[g->index];
     if (!d) return;
     uint64_t now = hami_fake_now_ns();
-    if (h->count && now - snapshot_at(h, 0)->mono_ns < SAMPLE_MIN_NS) return;
+    if (h->count && now - snapshot_at(h, 0)->mono_ns < sample_period_ns()) return;
+    if (hami_fake_mapped) {
+        hami_fake_play((hami_fake_device *)d);
+        now = __atomic_load_n(&d->advanced_ns, __ATOMIC_ACQUIRE);
+    }
     if (!h->count && g_state->created_ns < now) {
         /* No history yet: every counter was zero when the state was created. */
         util_snapshot *z = &h->snap[h->head];
@@ -847,20 +872,16 @@ API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilizat
     util->memory = g->util_mem;
     const hami_fake_device *d = state_device(g);
     if (d) {
-        /* Device-wide: busy time since this process's previous reading (since nvmlInit the first time). */
+        /* Device-wide, as the driver reports it: the share of the newest sample period during which
+         * some process had a kernel on the device. */
         pthread_mutex_lock(&g_hist_lock);
-        util_history *h = &g_hist[g->index];
-        uint64_t now = hami_fake_now_ns(), busy = __atomic_load_n(&d->busy_ns, __ATOMIC_ACQUIRE);
-        if (!h->rates_mono_ns && h->count) {
-            const util_snapshot *first = snapshot_at(h, h->count - 1);
-            h->rates_mono_ns = first->mono_ns;
-            h->rates_busy = first->dev_busy;
-        }
-        uint64_t since = h->rates_mono_ns;
-        util->gpu = since && now > since ? percent(busy - h->rates_busy, now - since) : 0;
-        h->rates_mono_ns = now;
-        h->rates_busy = busy;
         take_snapshot(g);
+        const util_history *h = &g_hist[g->index];
+        util->gpu = 0;
+        if (h->count > 1) {
+            const util_snapshot *cur = snapshot_at(h, 0), *prev = snapshot_at(h, 1);
+            util->gpu = percent(cur->dev_busy - prev->dev_busy, cur->mono_ns - prev->mono_ns);
+        }
         pthread_mutex_unlock(&g_hist_lock);
     }
     return NVML_SUCCESS;
