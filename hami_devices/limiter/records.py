@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 _VIRTUAL = 1  # HAMI_DEV_VIRTUAL
+_SHARE = 2  # HAMI_DEV_SHARE
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class DeviceUsageRecord:
     memory_spilled_bytes: int = 0  # the part of memory_used_bytes served from host memory
     memory_spilled_peak_bytes: int = 0
     host_spill_limit_bytes: int = 0  # 0: up to the memory limit
+    core_policy: str = "cap"  # "cap": at most core_limit_pct; "share": at least it, idle time on top
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ def _device_record(device: int, info: Any) -> DeviceUsageRecord:
         memory_spilled_bytes=int(info.spill_used),
         memory_spilled_peak_bytes=int(info.spill_peak),
         host_spill_limit_bytes=int(info.spill_limit),
+        core_policy="share" if int(info.flags) & _SHARE else "cap",
     )
 
 

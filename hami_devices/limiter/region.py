@@ -15,6 +15,9 @@ from hami_devices.limiter.native import ERRLEN, MAX_DEVICES, MAX_PROCS, _native
 from hami_devices.limiter.records import DeviceUsageRecord, ProcessRecord, _device_record, _process_records
 
 
+CORE_POLICIES = ("cap", "share")
+
+
 @dataclass(frozen=True)
 class DeviceLimit:
     """Limits of one device of an allocation.
@@ -22,12 +25,17 @@ class DeviceLimit:
     ``virtual_memory``: allocations within the limit that the card cannot hold physically are served from
     host memory (CUDA managed memory kept on the host) instead of failing; ``host_spill_limit_bytes`` caps
     those host-backed bytes (0: up to the memory limit).
+
+    ``core_policy``: ``"cap"`` holds the allocation's kernels to at most ``core_limit_pct`` of the device's
+    time; ``"share"`` guarantees at least that much whenever they want it and lets them use idle time on
+    top (native/core/pacer.c).
     """
 
     memory_limit_bytes: int  # 0 = no memory limit
     core_limit_pct: int  # 0 or 100 = no compute limit; 1..99 = share
     virtual_memory: bool = False
     host_spill_limit_bytes: int = 0
+    core_policy: str = "cap"
 
     def __post_init__(self) -> None:
         if self.memory_limit_bytes < 0 or self.memory_limit_bytes >= 1 << 64:
@@ -36,6 +44,8 @@ class DeviceLimit:
             raise LimiterError(f"core limit {self.core_limit_pct}% outside 0..100")
         if self.host_spill_limit_bytes < 0 or self.host_spill_limit_bytes >= 1 << 64:
             raise LimiterError(f"host spill limit {self.host_spill_limit_bytes} out of range")
+        if self.core_policy not in CORE_POLICIES:
+            raise LimiterError(f"core policy {self.core_policy!r}: want one of {', '.join(CORE_POLICIES)}")
 
 
 class Region:
@@ -79,6 +89,8 @@ class Region:
         for device, limit in enumerate(limits):
             if limit.virtual_memory:
                 region.set_virtual_memory(device, True, limit.host_spill_limit_bytes)
+            if limit.core_policy != "cap":
+                region.set_core_policy(device, limit.core_policy)
         return region
 
     @classmethod
@@ -109,6 +121,15 @@ class Region:
             rc = self._lib.hami_region_set_limit(self._live(), device, limit.memory_limit_bytes, limit.core_limit_pct)
         if rc != self._lib.HAMI_OK:
             raise LimiterError(f"cannot set limit of device {device} in {self.path} (code {rc})")
+
+    def set_core_policy(self, device: int, policy: str) -> None:
+        """Make one device's compute limit a ceiling (``"cap"``) or a guarantee (``"share"``)."""
+        if policy not in CORE_POLICIES:
+            raise LimiterError(f"core policy {policy!r}: want one of {', '.join(CORE_POLICIES)}")
+        with self._lock:
+            rc = self._lib.hami_region_set_core_policy(self._live(), device, int(policy == "share"))
+        if rc != self._lib.HAMI_OK:
+            raise LimiterError(f"cannot set the core policy of device {device} in {self.path} (code {rc})")
 
     def set_virtual_memory(self, device: int, enabled: bool, host_spill_limit_bytes: int = 0) -> None:
         """Turn virtual device memory on or off for one device, with a cap on host-backed bytes (0: none)."""

@@ -163,7 +163,7 @@ int hami_region_set_limit(hami_region *r, int device, uint64_t memory_limit, uin
     else
         __atomic_fetch_and(&r->shm->core_limited_mask, ~bit, __ATOMIC_ACQ_REL);
     hami_region_unlock(r);
-    hami_throttle_reset(r, device);
+    hami_pace_reset(r, device);
     return HAMI_OK;
 }
 
@@ -304,6 +304,16 @@ int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t sp
     STORE(d->spill_limit, spill_limit);
     STORE(d->flags, enabled ? d->flags | HAMI_DEV_VIRTUAL : d->flags & ~HAMI_DEV_VIRTUAL);
     hami_region_unlock(r);
+    return HAMI_OK;
+}
+
+int hami_region_set_core_policy(hami_region *r, int device, int share) {
+    if (device < 0 || device >= r->device_count) return HAMI_E_INVALID;
+    if (hami_region_lock(r) != HAMI_OK) return HAMI_E_LOCK;
+    hami_region_device *d = &r->shm->dev[device];
+    STORE(d->flags, share ? d->flags | HAMI_DEV_SHARE : d->flags & ~HAMI_DEV_SHARE);
+    hami_region_unlock(r);
+    hami_pace_reset(r, device);
     return HAMI_OK;
 }
 

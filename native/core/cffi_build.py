@@ -20,7 +20,7 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-CORE_SOURCES = ["region.c", "accounting.c", "procinfo.c", "slotlock.c", "throttle.c", "envcfg.c"]
+CORE_SOURCES = ["region.c", "accounting.c", "procinfo.c", "slotlock.c", "pacer.c", "envcfg.c"]
 
 
 def _rel(path: Path) -> str:
@@ -45,6 +45,7 @@ CDEF = """
 #define HAMI_E_EXISTS ...
 #define HAMI_E_PERM ...
 #define HAMI_DEV_VIRTUAL ...
+#define HAMI_DEV_SHARE ...
 #define HAMI_CREATE_REPLACE ...
 #define HAMI_CREATE_OR_OPEN ...
 
@@ -89,6 +90,7 @@ int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_reclaim_dead(hami_region *r);
 int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t spill_limit);
+int hami_region_set_core_policy(hami_region *r, int device, int share);
 int hami_region_spill(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_unspill(hami_region *r, int slot, int device, uint64_t bytes);
 int hami_region_device_info(hami_region *r, int device, hami_device_info *out);

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define HAMI_REGION_MAGIC 0x314E4752494D4148ULL /* "HAMIRGN1" as little-endian bytes */
-#define HAMI_REGION_VERSION 3u
+#define HAMI_REGION_VERSION 4u
 #define HAMI_REGION_MAX_DEVICES 16
 #define HAMI_REGION_MAX_PROCS 256
 #define HAMI_REGION_MAX_SHARED 64
@@ -74,19 +74,27 @@ typedef struct hami_region_device {
     uint64_t memory_peak;   /* high-water mark of memory_used */
     uint32_t core_limit;    /* percent; 0 or >= 100 = unlimited */
     uint32_t flags;         /* HAMI_DEV_*, written under the lock */
-    /* token bucket (GCRA form): a launch may start at max(tat, now - burst) and
-     * pushes tat by pace_ns.  Lock-free: one CAS per launch. */
+    /* Compute pacing (pacer.c): a budget of device time, in GCRA form.  Each launch is charged the
+     * device time it will take (x the correction k); at a rate of R percent a charge of c ns moves
+     * tat by c * 100 / R; a launch waits while tat runs more than the burst ahead of now. */
     uint64_t tat_ns;
-    uint64_t pace_ns;         /* spacing between launches, from the controller */
-    uint64_t launches;        /* launches admitted (counted by the throttle) */
-    uint64_t waits;           /* launches that had to sleep */
-    /* feedback controller, run by whichever process claims ctl_last_ns */
+    uint64_t rate_x100;       /* share mode: percent x 100 allowed now (>= the limit); 0 = the limit */
+    uint64_t launches;        /* launches that passed the gate */
+    uint64_t waits;           /* launches that had to wait */
+    uint64_t charged_ns;      /* device time charged so far */
+    uint64_t k_ppm;           /* correction of the charges learned from the driver's reading; 0 = 1.0 */
+    uint64_t cost_ns;         /* device time per launch learned from the reading (shims without probes) */
+    /* controller, run by whichever process claims ctl_last_ns */
     uint64_t ctl_last_ns;
-    uint64_t ctl_last_busy_ns;
-    uint64_t ctl_last_launches;
-    uint64_t ctl_last_waits;
-    uint64_t cost_ns;         /* estimated device time per launch (EWMA) */
-    int64_t err_ns;           /* integral of (target - measured) device time */
+    uint64_t ctl_busy_ns;     /* the allocation's device time (the reading) at its last new sample */
+    uint64_t ctl_busy_at_ns;  /* when that sample was taken in */
+    uint64_t ctl_charged_ns;  /* charged_ns then */
+    uint64_t ctl_launches;
+    uint64_t ctl_waits;       /* waits at the last controller run */
+    uint64_t ctl_dev_busy_ns; /* the device's busy time (any process) at its last new sample */
+    uint64_t ctl_dev_at_ns;
+    uint64_t ewma_busy_ns;    /* smoothed device time per sample span, and the charges over the same spans */
+    uint64_t ewma_charged_ns;
     uint64_t util_x100;       /* measured utilization of this region's processes, percent * 100 */
     uint64_t util_at_ns;      /* CLOCK_MONOTONIC time util_x100 was published; 0 = never */
     /* NVML utilization source (shims/common/busy_nvml.c): its running count lives
@@ -95,16 +103,19 @@ typedef struct hami_region_device {
     uint64_t nvml_busy_ns;    /* device time integrated from NVML samples so far */
     uint64_t nvml_seen_us;    /* timeStamp of the newest per-process sample integrated */
     uint64_t nvml_rates_ns;   /* CLOCK_MONOTONIC of the last device-wide reading (fallback) */
+    uint64_t nvml_dev_busy_ns;  /* the device's busy time from NVML's device-wide utilization (share mode) */
+    uint64_t nvml_dev_rates_ns; /* CLOCK_MONOTONIC of the last device-wide reading for it */
     /* Virtual device memory (HAMI_DEV_VIRTUAL): the part of memory_used that the card
      * could not hold physically, served from host-backed managed memory instead. */
     uint64_t spill_used;      /* bytes of memory_used served from host memory */
     uint64_t spill_limit;     /* most bytes that may be served from host memory; 0 = up to memory_limit */
     uint64_t spill_peak;      /* high-water mark of spill_used */
-    uint64_t pad[2];
+    uint64_t pad[1];
 } hami_region_device;
 
 /* hami_region_device.flags */
 #define HAMI_DEV_VIRTUAL 1u   /* allocations the card cannot hold physically spill to host memory */
+#define HAMI_DEV_SHARE 2u     /* compute policy share: the limit is a guarantee, idle device time may be used */
 
 /* hami_region_proc.flags */
 #define HAMI_PROC_LOCKED 1u   /* the process holds its slot's liveness lock */
@@ -147,7 +158,7 @@ typedef struct hami_region_shm {
 /* The file layout is a contract between processes built at different times:
  * any change must bump HAMI_REGION_VERSION (old files are then refused). */
 _Static_assert(sizeof(hami_region_header) == 48, "region header layout changed: bump HAMI_REGION_VERSION");
-_Static_assert(sizeof(hami_region_device) == 192, "region device layout changed: bump HAMI_REGION_VERSION");
+_Static_assert(sizeof(hami_region_device) == 256, "region device layout changed: bump HAMI_REGION_VERSION");
 _Static_assert(sizeof(hami_region_proc) == 288, "region slot layout changed: bump HAMI_REGION_VERSION");
 _Static_assert(sizeof(hami_region_shared) == 64, "region shared-allocation layout changed: bump HAMI_REGION_VERSION");
 
@@ -198,6 +209,13 @@ typedef struct hami_proc_info {
 /* Cumulative device time (ns) used by the region's processes on a device, or
  * UINT64_MAX when unknown.  Installed per process by the shim (fake state or NVML). */
 typedef uint64_t (*hami_busy_source_fn)(const hami_region *r, int device);
+
+/* What the pacer reads: the allocation's own device time, and the device's busy time (any process,
+ * for share mode's idle time); either may be NULL or answer UINT64_MAX. */
+typedef struct hami_pace_sources {
+    hami_busy_source_fn own;
+    hami_busy_source_fn device;
+} hami_pace_sources;
 
 /* region.c */
 int hami_region_create(const char *path, int device_count, const uint64_t *memory_limits,
@@ -274,9 +292,16 @@ int hami_slot_lock_take(int fd, int slot);   /* 0 taken, 1 held by another, -1 e
 void hami_slot_lock_drop(int fd, int slot);
 int hami_slot_lock_held(int fd, int slot);   /* 1 held by another description, 0 free, -1 cannot tell */
 
-/* throttle.c */
-void hami_throttle(hami_region *r, int device, hami_busy_source_fn source);
-void hami_throttle_reset(hami_region *r, int device);
+/* pacer.c: compute shares paced on device time.
+ * gate: called before a launch; waits while the allocation's charges run ahead of its share.
+ * charge: the device time a launch takes (a negative true-up corrects an earlier estimate).
+ * launch: gate + charge of the learned per-launch cost, for shims that cannot time their launches. */
+void hami_pace_gate(hami_region *r, int device, const hami_pace_sources *src);
+void hami_pace_charge(hami_region *r, int device, int64_t device_ns);
+void hami_pace_launch(hami_region *r, int device, const hami_pace_sources *src);
+void hami_pace_reset(hami_region *r, int device);
+/* accounting.c: the compute policy of a device, cap (0) or share (1). */
+int hami_region_set_core_policy(hami_region *r, int device, int share);
 
 /* envcfg.c: "1073741824", "1024m", "1g", "512k" (case-insensitive; optional "i"/"b"). */
 int hami_parse_bytes(const char *text, uint64_t *out);

@@ -39,7 +39,8 @@ static void attach(void) {
 uint64_t hami_busy_from_fake_state(const hami_region *r, int device) {
     pthread_once(&g_once, attach);
     if (!g_fake || device < 0 || device >= g_count) return UINT64_MAX;
-    const hami_fake_device *fd = &g_fake->devices[g_order[device]];
+    hami_fake_device *fd = &g_fake->devices[g_order[device]];
+    hami_fake_play(fd); /* the timeline is played lazily: bring it to the present first */
     uint64_t sum = 0;
     for (int i = 0; i < HAMI_REGION_MAX_PROCS; i++) {
         int32_t pid = __atomic_load_n(&r->shm->proc[i].pid, __ATOMIC_ACQUIRE);
@@ -52,4 +53,13 @@ uint64_t hami_busy_from_fake_state(const hami_region *r, int device) {
         }
     }
     return sum;
+}
+
+/* The fake device's busy time: while any process has a kernel on it. */
+uint64_t hami_device_busy_from_fake_state(const hami_region *r, int device) {
+    pthread_once(&g_once, attach);
+    if (!g_fake || device < 0 || device >= g_count) return UINT64_MAX;
+    hami_fake_device *fd = &g_fake->devices[g_order[device]];
+    hami_fake_play(fd);
+    return __atomic_load_n(&fd->busy_ns, __ATOMIC_ACQUIRE);
 }

@@ -66,10 +66,12 @@ def test_two_allocations_on_one_gpu_each_hold_their_share(drivers: Drivers, wenv
     """Allocation A (two processes, 30 %) and B (one process, 50 %) share one GPU.
 
     Per-process samples: each holds its own share.  The same scenario on a driver without
-    per-process samples (the device-wide fallback, which is what HAMi-core measures) is run
-    alongside as the control: each allocation then counts the other's kernels as its own and A,
-    whose limit is the lower, is starved.  The control also shows that, left to choose, the shim
-    takes NVML over the fake state: the fake state alone would have held A's share.
+    per-process samples (the device-wide fallback, which is what HAMi-core measures, and where each
+    allocation reads the other's kernels as its own) no longer starves A: launches are charged what
+    the device took to run them, timed with events on their own stream, and a reading that counts
+    more than was charged never raises the charges (native/core/pacer.c).  What it cannot do there is
+    learn how much time-slicing with B stretched A's timings, so A errs on the side of less, never
+    past its share.  (HAMi-core, steering by the device-wide reading alone, starves A there.)
     """
     groups = []
     for name, fixture, source in [
@@ -81,9 +83,9 @@ def test_two_allocations_on_one_gpu_each_hold_their_share(drivers: Drivers, wenv
         Region.create(a, [DeviceLimit(0, 30)]).close()
         Region.create(b, [DeviceLimit(0, 50)]).close()
         groups += [[launch(drivers, env, a), launch(drivers, env, a)], [launch(drivers, env, b)]]
-    per_a, per_b, wide_a, _ = shares(groups)
+    per_a, per_b, wide_a, wide_b = shares(groups)
     assert abs(per_a - 30) <= TOLERANCE and abs(per_b - 50) <= TOLERANCE, (per_a, per_b)
-    assert wide_a < 30 - 3 * TOLERANCE, wide_a
+    assert 30 - 2 * TOLERANCE <= wide_a <= 30 + TOLERANCE and abs(wide_b - 50) <= TOLERANCE, (wide_a, wide_b)
 
 
 def test_cuda_ordinals_are_matched_to_nvml_devices_by_uuid(drivers: Drivers, wenv: Env) -> None:

@@ -42,7 +42,8 @@ static void init_once(void) {
         real.aclrtLaunchKernel = (__typeof__(real.aclrtLaunchKernel))dlsym(h, "aclrtLaunchKernel");
         real.aclrtGetDevice = (__typeof__(real.aclrtGetDevice))dlsym(h, "aclrtGetDevice");
     }
-    hami_shim_config cfg = {"ASCEND", MEMORY_VARS, CORE_VARS, REGION_VARS, hami_default_busy_source(0)};
+    hami_shim_config cfg = {"ASCEND", MEMORY_VARS, CORE_VARS, REGION_VARS, hami_default_busy_source(0),
+                             hami_default_device_busy_source(0)};
     hami_shim_setup(&cfg);
     pthread_atfork(NULL, NULL, after_fork_child);
     __atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);

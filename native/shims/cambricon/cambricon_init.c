@@ -16,7 +16,8 @@ static const char *const REGION_VARS[] = {"HAMI_REGION_PATH", NULL};
 static void after_fork_child(void) { hami_ptrmap_after_fork(&hami_cn_ptrs); }
 
 static void init_once(void) {
-    hami_shim_config cfg = {"CAMBRICON", MEMORY_VARS, CORE_VARS, REGION_VARS, hami_default_busy_source(0)};
+    hami_shim_config cfg = {"CAMBRICON", MEMORY_VARS, CORE_VARS, REGION_VARS, hami_default_busy_source(0),
+                             hami_default_device_busy_source(0)};
     hami_shim_setup(&cfg);
     pthread_atfork(NULL, NULL, after_fork_child);
     __atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);

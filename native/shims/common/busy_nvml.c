@@ -48,6 +48,7 @@ static struct {
 } nv;
 
 static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+static int fake_state_named(void);
 static int g_loaded;
 static int g_fresh; /* set by the load; the first reading after it has no history to go on */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -232,6 +233,26 @@ static uint64_t nvml_busy(const hami_region *r, int device, int by_index_ok) {
 
 uint64_t hami_busy_from_nvml(const hami_region *r, int device) { return nvml_busy(r, device, 1); }
 
+/* The device's busy time, any process: nvmlDeviceGetUtilizationRates (the share of the driver's last
+ * sample period with a kernel running) integrated over the time between readings.  Its own count
+ * in the region (nvml_dev_*), apart from the per-process one. */
+static uint64_t device_busy_nvml(const hami_region *r, int device) {
+    if (!hami_nvml_available() || device < 0 || device >= HAMI_REGION_MAX_DEVICES || device >= r->device_count)
+        return UINT64_MAX;
+    if (!resolve(device, !fake_state_named()) || !nv.rates) return UINT64_MAX;
+    hami_region_device *d = &r->shm->dev[device];
+    nvmlUtilization_t u;
+    if (nv.rates(g_dev[device], &u) != NVML_SUCCESS) return UINT64_MAX;
+    uint64_t now = hami_now_ns(), last = LOAD(d->nvml_dev_rates_ns);
+    if (!__atomic_compare_exchange_n(&d->nvml_dev_rates_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return UINT64_MAX;
+    if (!last) return UINT64_MAX;
+    uint64_t dt = now - last;
+    if (dt > MAX_PERIOD_US * 1000ull) dt = MAX_PERIOD_US * 1000ull;
+    uint32_t gpu = u.gpu > 100 ? 100 : u.gpu;
+    return __atomic_add_fetch(&d->nvml_dev_busy_ns, dt * gpu / 100, __ATOMIC_ACQ_REL);
+}
+
 /* ---- selection ---- */
 
 #ifdef HAMI_TEST_HOOKS
@@ -293,6 +314,30 @@ hami_busy_source_fn hami_default_busy_source(int allow_nvml) {
     }
     if (allow_nvml) return auto_busy;
     return fake_state_named() ? fake_source() : NULL;
+}
+
+#ifdef HAMI_TEST_HOOKS
+static hami_busy_source_fn fake_device_source(void) { return hami_device_busy_from_fake_state; }
+#else
+static hami_busy_source_fn fake_device_source(void) { return NULL; }
+#endif
+
+/* As the per-process choice: forced by HAMI_UTILIZATION_SOURCE, else NVML where the device resolves
+ * by identity, else the fake state (test builds), else NVML by index. */
+static uint64_t auto_device_busy(const hami_region *r, int device) {
+    if (device < 0 || device >= HAMI_REGION_MAX_DEVICES) return UINT64_MAX;
+    if (hami_nvml_available() && resolve(device, 0)) return device_busy_nvml(r, device);
+    if (fake_state_named() && fake_device_source()) return fake_device_source()(r, device);
+    return hami_nvml_available() ? device_busy_nvml(r, device) : UINT64_MAX;
+}
+
+hami_busy_source_fn hami_default_device_busy_source(int allow_nvml) {
+    const char *want = getenv("HAMI_UTILIZATION_SOURCE");
+    if (want && !strcmp(want, "none")) return NULL;
+    if (want && !strcmp(want, "fake") && fake_device_source()) return fake_device_source();
+    if (want && !strcmp(want, "nvml")) return allow_nvml ? device_busy_nvml : NULL;
+    if (allow_nvml) return auto_device_busy;
+    return fake_state_named() ? fake_device_source() : NULL;
 }
 
 void hami_busy_source_prime(hami_busy_source_fn fn) {

@@ -1,4 +1,6 @@
 #define _GNU_SOURCE
+#include <strings.h>
+
 #include "shim_core.h"
 
 #include <pthread.h>
@@ -93,6 +95,33 @@ static void apply_env_settings(hami_region *r, const uint64_t *mem, const uint32
     }
 }
 
+/* The compute policy, cap or share: HAMI_DEVICE_CORE_POLICY[_i], else HAMi-core's
+ * GPU_CORE_UTILIZATION_POLICY (default: share, the limit holds while others compete; force: cap;
+ * disable: no compute limit, handled where the limits are read).  Unset: the region's own. */
+static const char *const POLICY_VARS[] = {"HAMI_DEVICE_CORE_POLICY", NULL};
+
+static int hami_core_policy_disabled(void) {
+    const char *v = getenv("GPU_CORE_UTILIZATION_POLICY");
+    return v && strcasecmp(v, "disable") == 0;
+}
+
+static void apply_core_policy(hami_region *r) {
+    const char *hami_core = getenv("GPU_CORE_UTILIZATION_POLICY");
+    for (int d = 0; d < r->device_count; d++) {
+        const char *v = env_for(POLICY_VARS, d);
+        int share = -1;
+        if (v && strcasecmp(v, "share") == 0) share = 1;
+        else if (v && strcasecmp(v, "cap") == 0) share = 0;
+        else if (v && *v) fprintf(stderr, "[hami-limiter/%s] %s=%s: want cap or share; keeping the region's\n",
+                                  hami_g_shim.tag, POLICY_VARS[0], v);
+        else if (hami_core && strcasecmp(hami_core, "default") == 0) share = 1;
+        else if (hami_core && strcasecmp(hami_core, "force") == 0) share = 0;
+        if (share < 0) continue;
+        uint32_t flags = __atomic_load_n(&r->shm->dev[d].flags, __ATOMIC_ACQUIRE);
+        if (!!(flags & HAMI_DEV_SHARE) != share) hami_region_set_core_policy(r, d, share);
+    }
+}
+
 void hami_shim_setup(const hami_shim_config *cfg) {
     hami_g_shim.tag = cfg->tag;
     uint64_t mem[HAMI_REGION_MAX_DEVICES] = {0};
@@ -114,8 +143,8 @@ void hami_shim_setup(const hami_shim_config *cfg) {
                 broken("bad core limit (want 0..100)", c);
                 return;
             }
-            core[d] = (uint32_t)v;
-            any |= v > 0 && v < 100;
+            core[d] = hami_core_policy_disabled() ? 0 : (uint32_t)v;
+            any |= core[d] > 0 && core[d] < 100;
         }
     }
     const char *path = NULL;
@@ -155,7 +184,10 @@ void hami_shim_setup(const hami_shim_config *cfg) {
         return;
     }
     if (hami_g_shim.region->fd < 0 || user) apply_env_settings(hami_g_shim.region, mem, core, user);
+    apply_core_policy(hami_g_shim.region);
     hami_g_shim.busy_source = cfg->busy_source;
+    hami_g_shim.pace.own = cfg->busy_source;
+    hami_g_shim.pace.device = cfg->device_busy_source;
     rc = ensure_slot();
     if (rc != HAMI_OK) {
         broken("cannot register this process in the region", rc == HAMI_E_NOSLOT ? "all slots taken" : "lock error");

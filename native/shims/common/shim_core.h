@@ -21,6 +21,7 @@ typedef struct hami_shim_config {
     const char *const *core_vars;
     const char *const *region_vars;  /* a path, or "user": the per-user default region (regionpath.c) */
     hami_busy_source_fn busy_source; /* may be NULL */
+    hami_busy_source_fn device_busy_source; /* the device's busy time, any process (share mode); may be NULL */
 } hami_shim_config;
 
 typedef struct hami_shim {
@@ -28,6 +29,7 @@ typedef struct hami_shim {
     int slot;
     hami_region *region;
     hami_busy_source_fn busy_source;
+    hami_pace_sources pace;
     const char *tag;
 } hami_shim;
 
@@ -64,13 +66,20 @@ static inline int hami_shim_compute_limited(void) {
     return r && __atomic_load_n(&r->shm->core_limited_mask, __ATOMIC_RELAXED) != 0;
 }
 
+/* Shims that cannot time their launches: gate and charge the learned per-launch cost. */
 static inline void hami_shim_throttle(int device) {
-    hami_throttle(hami_g_shim.region, device, hami_g_shim.busy_source);
+    hami_pace_launch(hami_g_shim.region, device, &hami_g_shim.pace);
+}
+/* Shims that time their launches: gate before, charge what the launch takes. */
+static inline void hami_shim_pace_gate(int device) { hami_pace_gate(hami_g_shim.region, device, &hami_g_shim.pace); }
+static inline void hami_shim_pace_charge(int device, int64_t device_ns) {
+    hami_pace_charge(hami_g_shim.region, device, device_ns);
 }
 
 /* Busy-time sources (busy_nvml.c; test builds add native/testhooks/busy_fake.c). */
 #ifdef HAMI_TEST_HOOKS
 uint64_t hami_busy_from_fake_state(const hami_region *r, int device);
+uint64_t hami_device_busy_from_fake_state(const hami_region *r, int device);
 /* regionpath.c: the per-user default region, HAMI_REGION_PATH=user.  Fills path (created folder,
  * checked as the SDK checks its own) and returns 0, or returns -1 with a reason in err. */
 int hami_user_region_path(char *path, size_t len, char *err, size_t errlen);
@@ -84,6 +93,9 @@ uint64_t hami_busy_from_nvml(const hami_region *r, int device);
  * by UUID or PCI bus id, else (test builds only) the fake state when $HAMI_FAKE_GPU_STATE is set,
  * else NVML by index, else none (open loop).  allow_nvml = 0: no NVML at all. */
 hami_busy_source_fn hami_default_busy_source(int allow_nvml);
+/* The device's busy time (any process), chosen the same way: NVML's device-wide utilization, or
+ * (test builds) the fake state's; NULL when neither. */
+hami_busy_source_fn hami_default_device_busy_source(int allow_nvml);
 /* Loads what a source needs now (called at setup when a compute limit is set). */
 void hami_busy_source_prime(hami_busy_source_fn fn);
 int hami_nvml_available(void);

@@ -38,6 +38,7 @@ static void after_fork_child(void) {
     hami_cuda_pool_after_fork();
     hami_cuda_graph_after_fork();
     hami_cuda_limits_after_fork();
+    hami_cuda_pace_after_fork();
 }
 
 /* UUID and PCI bus id of a CUDA ordinal, for the NVML utilization source and the NVML memory wrappers. */
@@ -72,6 +73,9 @@ static void init_once(void) {
 #define HAMI_RESOLVE(name) hami_real.name = (__typeof__(&name))hami_real_dlsym(h, #name);
         HAMI_CUDA_WRAPPED(HAMI_RESOLVE)
         HAMI_CUDA_USED(HAMI_RESOLVE)
+        /* CUDA 12.8 added cuEventElapsedTime_v2 (CUDA 13's cuda.h maps the name to it); same signature. */
+        void *elapsed_v2 = hami_real_dlsym(h, "cuEventElapsedTime_v2");
+        if (elapsed_v2) hami_real.cuEventElapsedTime = (__typeof__(&cuEventElapsedTime))elapsed_v2;
         if (!hami_real.cuDeviceGetUuid_v2) /* drivers before CUDA 11.4: same signature, older name */
             hami_real.cuDeviceGetUuid_v2 = (__typeof__(&cuDeviceGetUuid_v2))hami_real_dlsym(h, "cuDeviceGetUuid");
     }
@@ -82,6 +86,7 @@ static void init_once(void) {
         .core_vars = CORE_VARS,
         .region_vars = REGION_VARS,
         .busy_source = hami_default_busy_source(1),
+        .device_busy_source = hami_default_device_busy_source(1),
     };
     hami_shim_setup(&cfg);
     pthread_atfork(NULL, NULL, after_fork_child);

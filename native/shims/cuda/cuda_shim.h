@@ -51,7 +51,8 @@
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolGetAttribute)                            \
     X(cuMemGetAllocationGranularity) X(cuArrayGetMemoryRequirements)                                        \
     X(cuMipmappedArrayGetMemoryRequirements) X(cuGraphGetNodes) X(cuGraphNodeGetType)                        \
-    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute) X(cuCtxGetLimit) X(cuDeviceGetAttribute) X(cuMemAdvise_v2)
+    X(cuGraphMemAllocNodeGetParams) X(cuDeviceGetGraphMemAttribute) X(cuCtxGetLimit) X(cuDeviceGetAttribute) X(cuMemAdvise_v2) \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventElapsedTime) X(cuEventDestroy_v2) X(cuStreamIsCapturing)
 
 #define HAMI_DECLARE_REAL(name) __typeof__(&name) name;
 typedef struct hami_cuda_real {
@@ -115,6 +116,22 @@ void hami_cuda_array_after_fork(void);
 void hami_cuda_pool_after_fork(void);
 void hami_cuda_graph_after_fork(void);
 void hami_cuda_limits_after_fork(void);
+
+/* cuda_pace.c: launches timed on the device for the compute pacer.  begin gates the launch (and may
+ * record a probe's first event), end records the probe's second event and charges the launch. */
+typedef struct hami_cuda_pace_ticket {
+    int skip;            /* a stream being captured: nothing runs now, nothing is charged */
+    int device;
+    int shape;
+    int probe;
+    uint64_t estimate_ns;
+    CUstream stream;
+} hami_cuda_pace_ticket;
+uint64_t hami_cuda_shape_key(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned shm);
+void hami_cuda_pace_begin(hami_cuda_pace_ticket *t, uint64_t key, CUstream stream);
+void hami_cuda_pace_end(hami_cuda_pace_ticket *t, CUresult rc);
+void hami_cuda_pace_after_fork(void);
 
 /* cuda_init.c: "GPU-..." UUID and PCI bus id of a CUDA ordinal; non-zero when CUDA cannot say yet. */
 int hami_cuda_identity(int device, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len);
