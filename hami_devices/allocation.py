@@ -28,13 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hami_devices.accounting import usage_of
 from hami_devices.adapter import VendorAdapter
 from hami_devices.assembly import configure_engine
 from hami_devices.config import HamiConfig
 from hami_devices.device import FACTS, Device, use_allocator
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
-from hami_devices.isolation import create_region, limits_enforced, remove_regions
+from hami_devices.isolation import create_region, limits_enforced, remove_regions, with_core_policy
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.ledger.conflicts import note_conflicts
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
@@ -142,19 +141,22 @@ def device_set(devices: Sequence[Device]) -> _DeviceSet:
     return kept
 
 
-def booked(kept: _DeviceSet, view: LedgerView, ids: Sequence[str] | None = None) -> ClusterState:
+def booked(
+    kept: _DeviceSet, view: LedgerView, ids: Sequence[str] | None = None, *, note: bool = True
+) -> ClusterState:
     """The cluster state of the devices, in step with what the ledger holds in ``view`` right now.
 
     The one place a commit, and every engine of the device set, reads what the ledger holds:
     brought up to date by allocation id (``ClusterState.follow``), so a commit decodes only the
     allocations that changed since the last one.  Allocations the ledger holds past a limit are
-    booked all the same and recorded once (``ledger.conflicts``).  Call inside the transaction.
+    booked all the same and recorded once (``ledger.conflicts``; not with ``note``, in a read-only
+    snapshot).  Call inside the transaction.
     """
     cluster = kept.cluster
     if cluster is None:
         cluster = kept.cluster = ClusterState.from_devices(kept.devices)
     cluster.follow(view.handle_ids() if ids is None else ids, view.get, partial=True)
-    if cluster.conflicts:
+    if note and cluster.conflicts:
         note_conflicts(view, cluster.conflicts)
     return cluster
 
@@ -215,39 +217,61 @@ def allocate(
     if not isinstance(request, Placement):
         request = coerce_request(request)
     identity = dict(metadata or {})
-    refused: InsufficientResources | None = None
     try:
-        with kept.lock, ledger.transaction() as view:
-            if handle_id is not None and _live(view, handle_id):
-                raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
-            ids = view.handle_ids()
-            if reclaim_revoked(view, adapters, ids):
-                ids = view.handle_ids()
-            cluster = booked(kept, view, ids)
-            placement: Placement | None = request if isinstance(request, Placement) else None
-            if isinstance(request, Placement):
-                _learn(view, devices[0].adapter.config, request.request, policy, policies)
-            else:
-                engine = engine_for(kept, view, policy=policy, policies=policies, cluster=cluster)
-                try:
-                    placement = engine.place(request)
-                except InsufficientResources as exc:
-                    refused = exc  # not raised here: what the engine learned from the request must commit
-                learner = engine.learned_mix()
-                if learner is not None:
-                    mixes.save_to(view, learner)
-            handle = None if placement is None else _commit(view, placement, kept, cluster, identity, handle_id)
+        with kept.lock:
+            # What others committed since this set's last commit is read before the write lock, from a
+            # snapshot: inside it only what committed meanwhile is left to read.
+            with ledger.reading() as view:
+                booked(kept, view, note=False)
+            placement, handle = _allocate_in(kept, request, policy, policies, identity, handle_id)
+            if handle is not None:  # judged by every rule on exactly this state: booked as it is
+                assert kept.cluster is not None
+                kept.cluster.mirror(handle, partial=True, verified=True)
     except InsufficientResources as refusal:  # a given placement that no longer fits
         asked = request.request if isinstance(request, Placement) else request
         _record_refusal(ledger, asked, refusal, identity)
         raise
     if handle is None:  # the engine refused the request
-        assert refused is not None and not isinstance(request, Placement)
-        _record_refusal(ledger, request, refused, identity)
-        raise refused
+        assert isinstance(placement, InsufficientResources) and not isinstance(request, Placement)
+        _record_refusal(ledger, request, placement, identity)
+        raise placement
     handle._ledger = ledger
     handle._adapters = adapters
     return handle
+
+
+def _allocate_in(
+    kept: _DeviceSet,
+    request: ResourceRequest | Placement,
+    policy: Policy | str | None,
+    policies: str | Path | None,
+    identity: dict[str, str],
+    handle_id: str | None,
+) -> tuple[Placement | InsufficientResources, DeviceHandle | None]:
+    """``allocate``'s ledger transaction: the placement and the handle committed, or the engine's refusal
+    and None (returned, not raised: what the engine learned from the request commits all the same)."""
+    with kept.ledger.transaction() as view:
+        if handle_id is not None and _live(view, handle_id):
+            raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
+        ids = view.handle_ids()
+        if reclaim_revoked(view, kept.adapters, ids):
+            ids = view.handle_ids()
+        cluster = booked(kept, view, ids)
+        if isinstance(request, Placement):
+            _learn(view, kept.devices[0].adapter.config, request.request, policy, policies)
+            placement: Placement | InsufficientResources = request
+        else:
+            engine = engine_for(kept, view, policy=policy, policies=policies, cluster=cluster)
+            try:
+                placement = engine.place(request)
+            except InsufficientResources as exc:
+                placement = exc
+            learner = engine.learned_mix()
+            if learner is not None:
+                mixes.save_to(view, learner)
+        if isinstance(placement, InsufficientResources):
+            return placement, None
+        return placement, _commit(view, placement, kept, cluster, identity, handle_id)
 
 
 def _learn(view: LedgerView, config: HamiConfig, request: ResourceRequest, policy: Policy | str | None,
@@ -274,7 +298,7 @@ def _commit(
 ) -> DeviceHandle:
     """Verify the placement's grants and host nodes, realise them and record the handle and its event,
     in ``view``."""
-    grants = _verified(placement, kept.by_uuid, view)
+    grants = _verified(placement, kept.by_uuid, cluster)
     _host_verified(placement, cluster)
     # the host node is kept with the handle: a host-only (CPU and memory) placement has no grant to tell it
     fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity, node=placement.node)
@@ -309,8 +333,9 @@ def _record_refusal(
         log.exception("could not record the refusal event")
 
 
-def _verified(placement: Placement, by_uuid: Mapping[str, Device], view: LedgerView) -> list[Grant]:
-    """The placement's grants, each re-derived by the one rule set on the ledger's current usage."""
+def _verified(placement: Placement, by_uuid: Mapping[str, Device], cluster: ClusterState) -> list[Grant]:
+    """The placement's grants, each re-derived by the one rule set on the ledger's current usage (``cluster``,
+    in step with the ledger in this transaction)."""
     request = placement.request
     per_part = [0] * len(request.parts)
     seen: set[str] = set()
@@ -323,7 +348,7 @@ def _verified(placement: Placement, by_uuid: Mapping[str, Device], view: LedgerV
             raise InvalidRequest("placement.grants", f"grant on {grant.uuid!r} repeats a device or names no part")
         seen.add(grant.uuid)
         per_part[grant.part] += 1
-        usage = usage_of(view.grants_on(grant.uuid))
+        usage = cluster.usage_of(grant.uuid)
         result = evaluate(device.info, device.adapter, request.parts[grant.part], grant.part, usage)
         if isinstance(result, list):
             stale[grant.uuid] = result
@@ -361,8 +386,9 @@ def _host_verified(placement: Placement, cluster: ClusterState) -> None:
 def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> DeviceHandle:
     """Create partitions and limiter regions, and one environment per (node, vendor) group; undo on failure."""
     groups: dict[tuple[str, str], list[Grant]] = defaultdict(list)
-    for grant in handle.grants:
-        groups[(grant.node, grant.vendor)].append(grant)
+    for grant in handle.grants:  # each grant keeps its cores as its part, else the configuration, says
+        policed = with_core_policy(adapters[grant.vendor], handle.request.parts[grant.part], grant)
+        groups[(grant.node, grant.vendor)].append(policed)
     prepared: dict[tuple[str, str], list[Grant]] = {}
     regions: dict[str, str] = {}
     try:

@@ -241,14 +241,15 @@ class ClusterState(Plans):
         self.nodes[name].cpu_used += cpu_milli
         self.nodes[name].memory_used += memory_mib
 
-    def book(self, handle: DeviceHandle, *, node: str | None = None) -> Booking:
+    def book(self, handle: DeviceHandle, *, node: str | None = None, verified: bool = False) -> Booking:
         """Mirror an allocation of the ledger (confirmed); the booking id is the handle id.
 
         ``node`` hosts the task (default: the handle's host node, else the node of its first grant).
         The ledger is the truth: an allocation that breaks a limit where it is (rows an older
         release or a bug wrote, a device or node that shrank) is booked all the same, and
         ``conflicts`` lists it with the codes it breaks until it is forgotten.  Only the same
-        allocation id booked twice is refused.
+        allocation id booked twice is refused.  ``verified``: the caller has just judged it by every rule
+        on exactly this state (a commit of its own), so it is not judged again.
         """
         request = handle.request
         host = node or handle.host
@@ -264,14 +265,7 @@ class ClusterState(Plans):
         self._node(host)
         grants = list(handle.grants)
         host_nodes = tuple(dict.fromkeys([host, *(g.node for g in grants)]))
-        demand = HostDemand(request.host_cpu_milli, request.host_memory_mib)
-        # blamed only for what it takes: a row holding no host CPU does not put a node past its CPU
-        taken = [r for r in _HOST_LIMITS if r.limit is not None and r.limit.need(demand) > 0]
-        broken = self._host_failures(host_nodes, demand, taken)
-        for grant, (uuid, codes) in zip(grants, self._grant_failures(grants, every=True).items(), strict=True):
-            codes = [c for c in codes if c in USAGE_CODES and not _takes_none(grant, c)]
-            if codes:
-                broken[uuid] = codes
+        broken = {} if verified else self._broken(grants, host_nodes, request)
         booking = self._hold(
             Booking(
                 id=handle.id,
@@ -288,6 +282,20 @@ class ClusterState(Plans):
         if broken:
             self.conflicts[handle.id] = broken
         return booking
+
+    def _broken(
+        self, grants: Sequence[Grant], host_nodes: Sequence[str], request: ResourceRequest
+    ) -> dict[str, list[ReasonCode]]:
+        """The limits an allocation of the ledger breaks where it is, before it is charged."""
+        demand = HostDemand(request.host_cpu_milli, request.host_memory_mib)
+        # blamed only for what it takes: a row holding no host CPU does not put a node past its CPU
+        taken = [r for r in _HOST_LIMITS if r.limit is not None and r.limit.need(demand) > 0]
+        broken = self._host_failures(host_nodes, demand, taken)
+        for grant, (uuid, codes) in zip(grants, self._grant_failures(grants, every=True).items(), strict=True):
+            codes = [c for c in codes if c in USAGE_CODES and not _takes_none(grant, c)]
+            if codes:
+                broken[uuid] = codes
+        return broken
 
     def host_refusals(self, names: Iterable[str], host: HostDemand) -> dict[str, list[ReasonCode]]:
         """Every node rule (selector, taints, schedulable, CPU, memory) each of the nodes ``names`` breaks for
@@ -333,17 +341,19 @@ class ClusterState(Plans):
             if held is not None:
                 held.state = PlacementState.CONFIRMED
             elif handle_id not in self._elsewhere:
-                self._mirror(fetch(handle_id), partial)
+                self.mirror(fetch(handle_id), partial=partial)
 
-    def _mirror(self, handle: DeviceHandle, partial: bool) -> None:
+    def mirror(self, handle: DeviceHandle, *, partial: bool = False, verified: bool = False) -> None:
+        """Book a ledger allocation (see ``book``); with ``partial`` only its grants on this cluster's devices,
+        and nothing when it has none here."""
         if not partial:
-            self.book(handle)
+            self.book(handle, verified=verified)
             return
         grants = [g for g in handle.grants if g.uuid in self.uuid_index]
         if grants:
-            self.book(handle.model_copy(update={"grants": grants}))
+            self.book(handle.model_copy(update={"grants": grants}), verified=verified)
         elif not handle.grants and handle.node in self.nodes:  # a host-only allocation on a node here
-            self.book(handle)
+            self.book(handle, verified=verified)
         else:
             self._elsewhere.add(handle.id)  # on devices of another cluster: asked once, not at every follow
 
