@@ -12,7 +12,9 @@ import json
 import subprocess
 
 from hami_devices import limiter
-from hami_devices.limiter import fake_gpu_snapshot
+from hami_devices.limiter import ProcessRecord, fake_gpu_snapshot
+from hami_devices.models import NOT_AVAILABLE, ProcessUsage
+from hami_devices.monitoring import context_memory_mib
 from tests.limiter.conftest import Drivers
 from tests.limiter.helpers import FAKE_CONTEXT_MIB, PYTHON, Env, fields, need, python_env, run
 
@@ -108,3 +110,21 @@ def test_a_card_too_full_for_a_context_refuses_it(drivers: Drivers, wenv: Env) -
 def test_the_figure_is_a_setting(drivers: Drivers, wenv: Env) -> None:
     env = wenv.build(shim=None, HAMI_FAKE_MEMORY_MIB="4096", HAMI_FAKE_CONTEXT_MIB="0")
     assert fields(run([drivers.cuda, "oom"], env).stdout)["filled"] == f"{4096 * MIB} rc=0"
+
+
+def test_the_observed_context_is_what_each_listed_process_holds_beyond_its_charge() -> None:
+    """Per process the vendor library lists (under the pid this machine gives it): its used memory less the
+    region's charge; a process it does not list adds nothing, and with none listed there is no figure."""
+    charged = [
+        ProcessRecord(pid=7, start_time=1, device=0, memory_used_bytes=100 * MIB, alive=True, host_pid=4007),
+        ProcessRecord(pid=8, start_time=1, device=0, memory_used_bytes=50 * MIB, alive=True),
+        ProcessRecord(pid=9, start_time=1, device=0, memory_used_bytes=10 * MIB, alive=True),
+    ]
+    seen = [
+        ProcessUsage(pid=4007, memory_used_mib=618),  # pid 7 of a container, 4007 on the host
+        ProcessUsage(pid=8, memory_used_mib=568),
+        ProcessUsage(pid=1234, memory_used_mib=9999),  # another allocation's process
+        ProcessUsage(pid=9, memory_used_mib=NOT_AVAILABLE),
+    ]
+    assert context_memory_mib(charged, seen) == (618 - 100) + (568 - 50)
+    assert context_memory_mib(charged, seen[2:]) == NOT_AVAILABLE
