@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hami_devices.cli.common import add_json
+from hami_devices.cli.common import add_json, add_ledger
 from hami_devices.cli.output import emit_json
-from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.ledger.opening import ledger_target
+from hami_devices.ledger.paths import default_ledger_target
 
 
 def register(subparsers: Any) -> None:
@@ -25,11 +26,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--vendor", action="append", dest="vendors", metavar="NAME", help="only this vendor (repeatable)"
     )
-    parser.add_argument(
-        "--ledger",
-        metavar="FILE",
-        type=Path,
-        help="SQLite ledger to check (default: $HAMI_LEDGER or ~/.local/state/hami-devices/ledger.db)",
+    add_ledger(
+        parser,
+        "ledger to check: a SQLite file or a postgresql:// URL (default: $HAMI_LEDGER or "
+        "~/.local/state/hami-devices/ledger.db)",
     )
     parser.add_argument(
         "--dev-root",
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from hami_devices.doctor import Options, Status, run_doctor
 
     options = Options(
-        ledger=args.ledger or default_ledger_path(),
+        ledger=args.ledger or ledger_target(default_ledger_target(), field="HAMI_LEDGER"),
         config=args.config or os.environ.get("HAMI_CONFIG") or None,
         vendors=args.vendors,
         dev_root=args.dev_root,

@@ -19,7 +19,7 @@ from hami_devices.doctor.report import Check, Report, Status
 
 @dataclass(frozen=True)
 class Options:
-    ledger: Path
+    ledger: str | Path  # a SQLite file, or a postgresql:// URL
     config: str | None = None
     vendors: list[str] | None = None
     dev_root: Path = Path("/dev")
@@ -31,7 +31,7 @@ class Options:
 def run_doctor(options: Options) -> Report:
     from hami_devices import __version__
     from hami_devices.config import HamiConfig, load_config
-    from hami_devices.doctor import conflicts, context, nodeconfig, shims, storage, vendors
+    from hami_devices.doctor import conflicts, context, database, nodeconfig, shims, storage, vendors
     from hami_devices.errors import HamiError
     from hami_devices.registry import load_vendors
 
@@ -46,8 +46,12 @@ def run_doctor(options: Options) -> Report:
     if node_settings is not None:
         checks.append(node_settings)
     checks += shims.shim_checks(registry.adapters, probe=options.limiter_probe)
-    checks += [storage.region_dir_check(), storage.ledger_check(options.ledger)]
-    checks += [conflicts.ledger_conflicts_check(options.ledger), context.container_check()]
+    checks.append(storage.region_dir_check())
+    if isinstance(options.ledger, Path):
+        checks += [storage.ledger_check(options.ledger), conflicts.ledger_conflicts_check(options.ledger)]
+    else:
+        checks += database.postgresql_checks(options.ledger)
+    checks.append(context.container_check())
     kubelet = context.kubelet_check(options.kubelet_dir)
     if kubelet is not None:
         checks.append(kubelet)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from hami_devices.doctor.report import Check, passed, warned
@@ -38,9 +39,16 @@ def ledger_conflicts_check(path: Path) -> Check:
         return passed(id, f"{path} cannot be read ({exc}): the ledger check says what to do")
     finally:
         conn.close()
+    return conflicts_found(str(path), rows)
+
+
+def conflicts_found(where: str, rows: Sequence[tuple[str, str]]) -> Check:
+    """The check's answer from the live allocations' conflict rows (observation key, JSON value) of the
+    ledger at ``where`` (a file, or a database URL without its password), whichever database holds it."""
+    id = "ledger.conflicts"
     conflicts = {key[len(CONFLICT_PREFIX):]: json.loads(value) for key, value in rows}
     if not conflicts:
-        return passed(id, f"{path}: no allocation is held past a limit", path=str(path))
+        return passed(id, f"{where}: no allocation is held past a limit", path=where)
     named = [
         f"{handle_id} ({', '.join(sorted({c for codes in broken.values() for c in codes}))})"
         for handle_id, broken in list(conflicts.items())[:SHOWN]
@@ -50,6 +58,6 @@ def ledger_conflicts_check(path: Path) -> Check:
         id,
         f"{len(conflicts)} allocation(s) held past a limit: {', '.join(named)}{more}",
         WHAT_TO_DO,
-        path=str(path),
+        path=where,
         conflicts=conflicts,
     )

@@ -51,7 +51,6 @@ import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import unquote
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -60,13 +59,11 @@ from hami_devices.errors import InvalidRequest, LedgerSchemaError, LedgerUnavail
 from hami_devices.ledger.base import Ledger, LedgerView
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.paths import default_busy_timeout
-from hami_devices.ledger.urls import password_of, redacted
+from hami_devices.ledger.sqlite import SCHEMA_VERSION
+from hami_devices.ledger.urls import redacted, scrubbed
 from hami_devices.models import DeviceHandle, Grant
 
 Connection = psycopg.Connection[tuple[Any, ...]]
-
-SCHEMA_VERSION = 2
-"""The version this release writes; the same numbering as the SQLite ledger's ``SCHEMA_VERSION``."""
 
 WRITER_LOCK_KEY = 0x68616D696C656467  # "hamiledg": one advisory lock per database serialises the writers
 
@@ -117,7 +114,8 @@ CREATE TABLE IF NOT EXISTS usage (
 """
 
 MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
-"""Version -> the DDL that brings a database from the version before it (idempotent)."""
+"""Version -> the DDL that brings a database from the version before it (idempotent).  The versions are the
+SQLite ledger's (``SCHEMA_VERSION``): the same tables at the same version in either database."""
 
 _BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITER_LOCK_KEY})"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -284,7 +282,6 @@ class PostgresLedger(Ledger):
     def __init__(self, url: str, *, busy_timeout_s: float | None = None) -> None:
         self.url = url
         self.display_url = redacted(url)
-        self._secrets = [s for s in {password_of(url), unquote(password_of(url) or "")} if s]
         self._timeout = default_busy_timeout() if busy_timeout_s is None else busy_timeout_s
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -293,13 +290,8 @@ class PostgresLedger(Ledger):
 
     # ---- errors ----
 
-    def _scrubbed(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return " ".join(text.split())
-
     def _unusable(self, exc: BaseException) -> LedgerUnavailable | InvalidRequest:
-        text = self._scrubbed(str(exc)) or type(exc).__name__
+        text = scrubbed(str(exc), self.url) or type(exc).__name__
         where = f"ledger {self.display_url}"
         if isinstance(exc, psycopg.DataError):
             # a value PostgreSQL cannot store (a NUL character in text, an integer past 64 bits): the
@@ -317,8 +309,7 @@ class PostgresLedger(Ledger):
                 "and the credentials"
             )
         return LedgerUnavailable(
-            f"{where} is not a readable ledger ({text}): check that this database holds a hami-devices ledger, "
-            "or name another one"
+            f"{where} is not a readable ledger ({text}); `hami-devices doctor --ledger URL` says what to do"
         )
 
     @contextmanager

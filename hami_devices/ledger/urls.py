@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 POSTGRESQL_SCHEMES = ("postgresql", "postgres")
 """The URL schemes libpq accepts for a PostgreSQL connection."""
@@ -58,3 +58,13 @@ def password_of(url: str) -> str | None:
         if key == "password":
             found = value
     return found or None
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` (a driver's or server's message) on one line, with the password of ``url`` replaced by ``***``,
+    as written in the URL and as decoded from it."""
+    password = password_of(url)
+    if password:
+        for secret in {password, unquote(password)}:
+            text = text.replace(secret, _HIDDEN)
+    return " ".join(text.split())
