@@ -137,3 +137,23 @@ def test_the_cli_names_a_refused_url_without_its_password(postgres_server: Postg
     assert done.returncode != 0
     assert "LedgerUnavailable" in done.stderr and "hami:***@" in done.stderr
     assert "not-the-password" not in done.stderr + done.stdout
+
+
+def test_the_same_tables_and_columns_as_the_sqlite_ledger(postgres_url: str, tmp_path: Path) -> None:
+    import sqlite3
+
+    from hami_devices.ledger import postgresql, sqlite
+
+    assert set(postgresql.MIGRATIONS) == set(sqlite.MIGRATIONS) == set(range(1, sqlite.SCHEMA_VERSION + 1))
+    PostgresLedger(postgres_url).close()
+    open_ledger(tmp_path / "l.db").close()
+    lite = sqlite3.connect(tmp_path / "l.db")
+    tables = [r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    in_sqlite = {(t, r[1]) for t in tables if t != "sqlite_sequence" for r in lite.execute(f"PRAGMA table_info({t})")}
+    lite.close()
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'"
+        ).fetchall()
+    in_postgresql = {(t, c) for t, c in rows if t != "ledger_schema"}  # where SQLite has PRAGMA user_version
+    assert in_postgresql == in_sqlite
