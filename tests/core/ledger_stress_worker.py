@@ -1,11 +1,12 @@
 """One scheduler process for test_ledger_concurrency: threads that place, commit and release on one ledger.
 
-``python ledger_stress_worker.py LEDGER SEED THREADS``.  Each thread draws requests from its own random
-stream and commits each one either directly (``hd.allocate(devices, request)``) or decide-first: placed by
-an engine of its own whose view of the ledger it refreshes only now and then (so it is often stale), then
-committed as that placement.  It releases one of its live allocations now and then.  Every commit and
-release is printed (``granted ID`` / ``released ID``) only after the ledger committed it, so whatever the
-parent reads was durable before the line was written; the parent SIGKILLs the process at any moment.
+``python ledger_stress_worker.py LEDGER SEED THREADS`` (LEDGER: a SQLite file or a database URL).  Each
+thread draws requests from its own random stream and commits each one either directly
+(``hd.allocate(devices, request)``) or decide-first: placed by an engine of its own whose view of the ledger
+it refreshes only now and then (so it is often stale), then committed as that placement.  It releases one
+of its live allocations now and then.  Every commit and release is printed (``granted ID`` /
+``released ID``) only after the ledger committed it, so whatever the parent reads was durable before the
+line was written; the parent SIGKILLs the process at any moment.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import hami_devices as hd
 from hami_devices.assembly import build_engine
 from hami_devices.config import parse_config
 from hami_devices.inventory import parse_inventory
-from hami_devices.ledger import SqliteLedger
+from hami_devices.ledger import Ledger
+from hami_devices.ledger.opening import ledger_target, open_ledger
 from hami_devices.models import DeviceHandle, ResourceRequest
 
 NODE_CPU = 8_000
@@ -54,7 +56,7 @@ def draw(rng: random.Random) -> ResourceRequest:
                                   cores=rng.choice([0, 10, 25, 50]), **host)
 
 
-def run(seed: int, devices: list[hd.Device], ledger: SqliteLedger) -> None:
+def run(seed: int, devices: list[hd.Device], ledger: Ledger) -> None:
     try:
         churn(seed, devices, ledger)
     except Exception as exc:  # the parent fails the test on any such line
@@ -62,7 +64,7 @@ def run(seed: int, devices: list[hd.Device], ledger: SqliteLedger) -> None:
         raise
 
 
-def churn(seed: int, devices: list[hd.Device], ledger: SqliteLedger) -> None:
+def churn(seed: int, devices: list[hd.Device], ledger: Ledger) -> None:
     rng = random.Random(seed)
     engine = build_engine(parse_inventory(INVENTORY), CONFIG, ledger=ledger)
     mine: list[DeviceHandle] = []
@@ -88,7 +90,7 @@ def churn(seed: int, devices: list[hd.Device], ledger: SqliteLedger) -> None:
 
 def main() -> None:
     path, seed, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    ledger = SqliteLedger(path)
+    ledger = open_ledger(ledger_target(path))
     devices = hd.discover(parse_inventory(INVENTORY), config=CONFIG, ledger=ledger)
     workers = [threading.Thread(target=run, args=(seed * 100 + i, devices, ledger), daemon=True)
                for i in range(threads)]

@@ -18,6 +18,8 @@ from hami_devices.assembly import build_engine
 from hami_devices.errors import InsufficientResources, ReasonCode
 from hami_devices.inventory import parse_inventory
 from hami_devices.ledger import EventKind, SqliteLedger
+from hami_devices.limiter import Region
+from hami_devices.models import DeviceHandle
 from tests.limiter.conftest import Drivers, drivers, wenv
 from tests.limiter.helpers import Env
 
@@ -28,6 +30,14 @@ __all__ = ["drivers", "wenv"]
 INVENTORY = {"nodes": [{"name": "n", "devices": [{"vendor": "nvidia", "model": "T4", "count": 1}]}]}
 T4_MIB = 15_360
 HELD_MIB = 6_000
+
+
+def region_holds(handle: DeviceHandle) -> int:
+    """MiB (rounded up) the live processes of the allocation's one region hold, as the region records it."""
+    (path,) = handle.regions.values()
+    with Region.open(path) as region:
+        used = sum(r.memory_used_bytes for r in region.process_usage() if r.alive)
+    return -(-used // (1024 * 1024))
 
 
 @pytest.fixture
@@ -46,16 +56,18 @@ def test_what_a_revoked_process_holds_is_not_granted_again(drivers: Drivers, wen
     session = Session(workload_env(wenv, handle))
     try:
         assert session.alloc(HELD_MIB) == 0
+        held = region_holds(handle)  # what the region charges the process (its allocation, and any context)
+        assert held >= HELD_MIB
         hd.release(handle, force=True)
         assert session.alloc(1) != 0  # revoked: it allocates no more, and keeps what it has
 
-        free = T4_MIB - HELD_MIB
+        free = T4_MIB - held
         with pytest.raises(InsufficientResources) as refused:
             hd.allocate(devices, {"parts": [{"memory_mib": free + 1}]})
         assert refused.value.reasons[uuid] == [ReasonCode.CARD_INSUFFICIENT_MEMORY]
         # a scheduler started now (another process, the same ledger) sees it booked too
         engine = build_engine(parse_inventory(INVENTORY), ledger=ledger)
-        assert engine.cluster.usage_of(uuid).memory_mib == HELD_MIB
+        assert engine.cluster.usage_of(uuid).memory_mib == held
         beside = hd.allocate(devices, {"parts": [{"memory_mib": free}]})  # exactly the rest
         hd.release(beside)
     finally:
@@ -69,5 +81,5 @@ def test_what_a_revoked_process_holds_is_not_granted_again(drivers: Drivers, wen
     assert freed.kind == EventKind.RELEASED and freed.data["reason"] == "its revoked processes exited"
     (revoked,) = ledger.events(allocation_id=handle.id, kinds=[EventKind.REVOKED])
     assert revoked.data["holding"]["id"] == holding
-    assert [g["memory_mib"] for g in revoked.data["holding"]["grants"]] == [HELD_MIB]
+    assert [g["memory_mib"] for g in revoked.data["holding"]["grants"]] == [held]
     assert all(not Path(p).exists() for p in handle.regions.values())
