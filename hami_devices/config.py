@@ -171,6 +171,14 @@ class DevicePluginConfig(_Section):
         default="hard", alias="isolation-level",
         description="hard: limiter preloaded with memory and compute quotas; soft: memory only; none",
     )
+    core_policy: Literal["cap", "share"] = Field(
+        default="cap",
+        alias="core-policy",
+        description="how a shared grant's cores are kept when its request part names no core_policy: cap (at "
+        "most that share of the device's time, even on an idle card) or share (at least that share whenever "
+        "the workload wants it, idle time on top). Only with isolation-level hard; for no compute limit at all "
+        "use isolation-level soft, or core_policy: unlimited on a part",
+    )
     lightweight_mode: bool = Field(
         default=False, alias="lightweight-mode", description="skip per-process monitoring to save NVML calls"
     )

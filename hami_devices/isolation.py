@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from hami_devices import limiter
 from hami_devices.errors import LimiterError
-from hami_devices.models import DeviceHandle, Grant
+from hami_devices.models import CorePolicy, DeviceHandle, Grant, RequestPart
 from hami_devices.sizing.reference import remove_plans
 
 if TYPE_CHECKING:
@@ -31,15 +31,30 @@ def limits_enforced(adapter: VendorAdapter) -> bool:
     return adapter.limiter_shim is not None and adapter.config.device_plugin.isolation_level != "none"
 
 
+def core_policy(adapter: VendorAdapter, part: RequestPart) -> CorePolicy:
+    """The policy a grant serving ``part`` gets: the part's own, else the device plugin's (``cap`` by default)."""
+    return part.core_policy or adapter.config.device_plugin.core_policy
+
+
+def with_core_policy(adapter: VendorAdapter, part: RequestPart, grant: Grant) -> Grant:
+    return grant.model_copy(update={"core_policy": core_policy(adapter, part)})
+
+
 def core_limit(adapter: VendorAdapter, grant: Grant) -> int:
-    """0 means no compute limit: soft isolation, exclusive grants and hardware partitions are not throttled.
+    """0 means no compute limit: soft isolation, exclusive grants, hardware partitions and the ``unlimited``
+    policy are not throttled.
 
     A partition (MIG instance, vNPU) is already isolated by the hardware; throttling
     it again to its share of the whole device would take compute away twice.
     """
     if adapter.config.device_plugin.isolation_level != "hard" or grant.cores >= 100 or grant.partition:
         return 0
-    return grant.cores
+    return 0 if grant.core_policy == "unlimited" else grant.cores
+
+
+def region_core_policy(grant: Grant) -> str:
+    """The limiter's policy for a grant (``unlimited`` has no limit for a policy to apply to: the default)."""
+    return "share" if grant.core_policy == "share" else "cap"
 
 
 def virtual_memory(adapter: VendorAdapter, asked: bool) -> bool:
@@ -56,7 +71,9 @@ def create_region(
     host_cap = adapter.config.device_plugin.virtual_memory_host_limit_mib * MIB
     asked = list(virtual) + [False] * (len(grants) - len(virtual))
     limits = [
-        limiter.DeviceLimit(g.memory_mib * MIB, core_limit(adapter, g), virtual_memory(adapter, a), host_cap)
+        limiter.DeviceLimit(
+            g.memory_mib * MIB, core_limit(adapter, g), virtual_memory(adapter, a), host_cap, region_core_policy(g)
+        )
         for g, a in zip(grants, asked, strict=True)
     ]
     limiter.Region.create(path, limits).close()
@@ -110,7 +127,9 @@ def revoke_regions(handle: DeviceHandle) -> list[str]:
         try:
             with limiter.Region.open(path) as region:
                 for record in region.device_usage():
-                    revoked_limit = limiter.DeviceLimit(REVOKED_MEMORY_LIMIT_BYTES, record.core_limit_pct)
+                    revoked_limit = limiter.DeviceLimit(
+                        REVOKED_MEMORY_LIMIT_BYTES, record.core_limit_pct, core_policy=record.core_policy
+                    )
                     region.set_limit(record.device, revoked_limit)
         except (LimiterError, OSError) as exc:
             log.warning("cannot revoke region %s of allocation %s: %s", path, handle.id, exc)
@@ -120,7 +139,10 @@ def revoke_regions(handle: DeviceHandle) -> list[str]:
 
 
 def limiter_environment(adapter: VendorAdapter, grants: Sequence[Grant], region_path: str | None) -> dict[str, str]:
-    """HAMI_* limits for every vendor, the adapter's own names, and the preload."""
+    """HAMI_* limits for every vendor, the adapter's own names, and the preload.
+
+    ``HAMI_DEVICE_CORE_POLICY_<i>`` comes with a core limit only: with none there is nothing to keep.
+    """
     if region_path is None or not limits_enforced(adapter):
         return {}
     assert adapter.limiter_shim is not None
@@ -130,6 +152,9 @@ def limiter_environment(adapter: VendorAdapter, grants: Sequence[Grant], region_
     }
     for position, grant in enumerate(grants):
         env[f"HAMI_DEVICE_MEMORY_LIMIT_{position}"] = f"{grant.memory_mib}m"
-        env[f"HAMI_DEVICE_CORE_LIMIT_{position}"] = str(core_limit(adapter, grant))
+        cores = core_limit(adapter, grant)
+        env[f"HAMI_DEVICE_CORE_LIMIT_{position}"] = str(cores)
+        if cores:
+            env[f"HAMI_DEVICE_CORE_POLICY_{position}"] = region_core_policy(grant)
         env.update(adapter.limiter_variables(position, grant))
     return env

@@ -26,14 +26,24 @@ from hami_devices.models.defaults import RequestDefaults
 from hami_devices.models.devices import DeviceInfo, DeviceTraits, Health, Interconnect, PartitionProfile
 from hami_devices.models.handles import DeviceHandle, Grant, group_key
 from hami_devices.models.metrics import AllocationUsage, Metrics, ProcessUsage
-from hami_devices.models.requests import ModelReference, RequestPart, ResourceRequest, TaskType, use_model_sizer
+from hami_devices.models.requests import (
+    CORE_POLICIES,
+    CorePolicy,
+    ModelReference,
+    RequestPart,
+    ResourceRequest,
+    TaskType,
+    use_model_sizer,
+)
 
 __all__ = [
     "ACCELERATOR_TAINT",
+    "CORE_POLICIES",
     "NOT_AVAILABLE",
     "PRECISIONS",
     "PRECISION_BYTES",
     "AllocationUsage",
+    "CorePolicy",
     "DeviceHandle",
     "DeviceInfo",
     "DeviceTraits",

@@ -11,7 +11,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from hami_devices.errors import AmbiguousEnvironment, InvalidRequest
 from hami_devices.models.base import HamiModel
 from hami_devices.models.devices import DeviceInfo
-from hami_devices.models.requests import ResourceRequest
+from hami_devices.models.requests import CorePolicy, ResourceRequest
 
 
 class Grant(HamiModel):
@@ -28,6 +28,11 @@ class Grant(HamiModel):
     exclusive: bool = False
     partition: str | None = None
     partition_uuid: str | None = Field(default=None, description="vendor id of a created partition (MIG uuid ...)")
+    core_policy: CorePolicy = Field(
+        default="cap",
+        description="how the limiter keeps the grant's cores (cap, share, unlimited): the request part's "
+        "core_policy, else device-plugin.core-policy, set when the allocation is realised",
+    )
     context_mib: int = Field(
         default=0,
         ge=0,

@@ -19,6 +19,18 @@ class TaskType(StrEnum):
     INTERACTIVE = "interactive"
 
 
+CorePolicy = Literal["cap", "share", "unlimited"]
+"""How a shared grant's compute (its ``cores``) is kept on the device:
+
+- ``cap``: a ceiling, at most ``cores`` % of the device's time over a short window, even on an idle card;
+- ``share``: a guarantee and a weight, at least ``cores`` % whenever the workload wants it, and time the
+  others leave idle on top (a busy card is never left idle);
+- ``unlimited``: the cores are booked by the scheduler but the limiter does not pace compute (HAMi's
+  ``gpuCorePolicy: disable``).
+
+Exclusive grants and hardware partitions are never paced, whatever their policy."""
+CORE_POLICIES: tuple[CorePolicy, ...] = ("cap", "share", "unlimited")
+
 ModelSizer = Callable[["ModelReference", "str | None"], int]
 
 
@@ -68,6 +80,11 @@ class RequestPart(HamiModel):
     cores: int = Field(
         default=0, ge=0, le=100,
         description="percent of one device; 100 = exclusive; omitted: scheduler.default-cores",
+    )
+    core_policy: CorePolicy | None = Field(
+        default=None,
+        description="how the cores are kept: cap (at most), share (at least, idle time on top) or unlimited "
+        "(booked, not paced); omitted: device-plugin.core-policy",
     )
     vendors: list[str] = Field(default_factory=list)
     exclude_vendors: list[str] = Field(default_factory=list)

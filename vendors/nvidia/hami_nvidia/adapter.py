@@ -15,6 +15,7 @@ from hami_devices.adapter import Capability, Probe, VendorAdapter
 from hami_devices.config import HamiConfig
 from hami_devices.device import Device
 from hami_devices.errors import ReasonCode
+from hami_devices.isolation import core_limit
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceInfo, Grant, PartitionProfile, RequestPart
 from hami_nvidia import binding, kernel, partitions, topology
@@ -318,9 +319,9 @@ class NvidiaAdapter(VendorAdapter):
 
     # -- workload environment ----------------------------------------------
     def limiter_variables(self, position: int, grant: Grant) -> dict[str, str]:
-        # A MIG instance is isolated by the hardware: no compute throttling inside it.
-        sm = 0 if grant.partition is not None or grant.cores >= 100 else grant.cores
+        # HAMi-core's name for the one compute rule: none for MIG instances (the hardware isolates them),
+        # exclusive grants, soft isolation and the unlimited policy
         return {
             f"CUDA_DEVICE_MEMORY_LIMIT_{position}": f"{grant.memory_mib}m",
-            f"CUDA_DEVICE_SM_LIMIT_{position}": str(sm),
+            f"CUDA_DEVICE_SM_LIMIT_{position}": str(core_limit(self, grant)),
         }
