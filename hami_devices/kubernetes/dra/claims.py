@@ -5,7 +5,8 @@ then read: each request is ``exactly`` one device request or a ``firstAvailable`
 list of sub-requests (tried in order), with its class, CEL selectors, count,
 allocation mode and capacity requests; constraints are ``matchAttribute`` or
 ``distinctAttribute`` over some or all requests.  Every problem is an
-``InvalidRequest`` naming the claim and the field.
+``InvalidRequest`` naming the claim and the field.  The claim's annotations may name HAMi's
+scheduling policies and the compute policy of its shares (``hami_devices.kubernetes.policies``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.kubernetes.dra import names
-from hami_devices.kubernetes.policies import annotated_policy
-from hami_devices.models import RequestPolicy
+from hami_devices.kubernetes.policies import annotated_core_policy, annotated_policy
+from hami_devices.models import CorePolicy, RequestPolicy
 
 ALL = "All"
 EXACT_COUNT = "ExactCount"
@@ -62,6 +63,7 @@ class Claim:
     constraints: list[Constraint]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     policy: RequestPolicy | None = None  # HAMi's policy annotations on the claim
+    core_policy: CorePolicy | None = None  # hami-devices.io/core-policy: how its shares' cores are kept
 
     @property
     def label(self) -> str:
@@ -135,11 +137,14 @@ def parse_claim(data: Any, source: str = "<claim>") -> Claim:
             raise InvalidRequest(where, "set exactly one of matchAttribute and distinctAttribute", source=source)
         constraints.append(Constraint(tuple(r.split("/", 1)[0] for r in listed), match, distinct))
     annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        annotations = {}
     try:
-        policy = annotated_policy(annotations, "metadata.annotations") if isinstance(annotations, dict) else None
+        policy = annotated_policy(annotations, "metadata.annotations")
+        core_policy = annotated_core_policy(annotations, "metadata.annotations")
     except InvalidRequest as exc:
         raise InvalidRequest(exc.field, f"claim {label}: {exc.message}", source=source) from None
-    return Claim(name, namespace, uid, requests, constraints, data, policy)
+    return Claim(name, namespace, uid, requests, constraints, data, policy, core_policy)
 
 
 def _sub(raw: dict[str, Any], request: str, name: str, where: str, label: str, source: str) -> SubRequest:

@@ -2,7 +2,8 @@
 
 ``prepare`` turns an allocated claim into an allocation in the node's durable ledger
 through ``hd.allocate``: each allocated device becomes a part pinned to that device
-(its uuid; the consumed memory and cores, or the partition profile), so the engine and
+(its uuid; the consumed memory and cores, or the partition profile; the claim's
+``hami-devices.io/core-policy``), so the engine and
 the device's rule re-derive the grant inside the ledger transaction, and the limiter
 region and environment are made exactly as for any allocation.  The allocation's id is
 fixed by the claim's uid, so a retried prepare finds what an earlier attempt committed
@@ -193,7 +194,8 @@ class NodePlugin:
             pinned.append((r, device.uuid))
             partition = self._partition_of(str(r["device"]), device)
             if partition is not None:
-                parts.append(RequestPart(name=r["request"], uuids=[device.uuid], partition=partition))
+                parts.append(RequestPart(name=r["request"], uuids=[device.uuid], partition=partition,
+                                         core_policy=claim.core_policy))
                 continue
             consumed = r.get("consumedCapacity") or {}
             memory = consumed.get("memory")
@@ -202,6 +204,7 @@ class NodePlugin:
                 name=r["request"],
                 uuids=[device.uuid],
                 cores=min(cores, 100),
+                core_policy=claim.core_policy,
                 **({"memory_mib": q.to_mib(memory, f"{where}.consumedCapacity.memory")} if memory else
                    {"memory_percent": 100.0}),
             )

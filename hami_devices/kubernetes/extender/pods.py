@@ -33,8 +33,15 @@ matches every model whose name or alias contains it, case-insensitively),
 device policies, ``binpack``, ``spread`` or any configured policy: ``ResourceRequest.policy``), and ours:
 ``hami-devices.io/task-type``, ``hami-devices.io/preemptible`` (``"true"``: lower-priority
 pods' victim search may evict it), ``hami-devices.io/topology`` (none, preferred,
-required), ``hami-devices.io/precision``, ``hami-devices.io/queue``.  The pod's priority is
+required), ``hami-devices.io/precision``, ``hami-devices.io/queue``,
+``hami-devices.io/core-policy`` (how every part's cores are kept: ``cap``, ``share`` or
+``unlimited``, or HAMi's ``default``, ``force``, ``disable``).  The pod's priority is
 ``spec.priority``.
+
+A container's ``GPU_CORE_UTILIZATION_POLICY`` (an ``env`` value: HAMi's ``gpuCorePolicy``, which
+HAMi's webhook puts there) sets the core policy of that container's parts, over the annotation:
+``default`` is ``share``, ``force`` is ``cap``, ``disable`` is ``unlimited`` (booked, not paced;
+see ``hami_devices.kubernetes.policies.HAMI_CORE_POLICIES``).
 """
 
 from __future__ import annotations
@@ -47,8 +54,15 @@ from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.kubernetes import quantity as q
-from hami_devices.kubernetes.policies import DEVICE_POLICY, NODE_POLICY, annotated_policy
-from hami_devices.models import RequestPart, ResourceRequest
+from hami_devices.kubernetes.policies import (
+    DEVICE_POLICY,
+    HAMI_CORE_POLICY_VARIABLE,
+    NODE_POLICY,
+    annotated_core_policy,
+    annotated_policy,
+    hami_core_policy,
+)
+from hami_devices.models import CorePolicy, RequestPart, ResourceRequest
 
 NVIDIA_COUNT = "nvidia.com/gpu"
 NVIDIA_MEMORY = "nvidia.com/gpumem"
@@ -129,10 +143,15 @@ def pod_request(pod: Mapping[str, Any], models_matching: ModelLookup | None = No
     if not isinstance(annotations, dict):
         raise InvalidRequest("Pod.metadata.annotations", "must be an object")
     lookup = models_matching or (lambda term: [term])
+    pod_policy = annotated_core_policy(annotations, "Pod.metadata.annotations")
     parts: list[RequestPart] = []
     for i, container in enumerate(containers):
         where = f"Pod.spec.containers[{i}].resources"
-        parts.extend(_container_parts(_resources(container, where), annotations, where, lookup))
+        res = _resources(container, where)
+        core_policy = pod_policy
+        if any(str(name).startswith(_PREFIXES) for name in res):  # a container without devices keeps its env
+            core_policy = _container_core_policy(container, f"Pod.spec.containers[{i}].env") or pod_policy
+        parts.extend(_container_parts(res, annotations, where, lookup, core_policy))
     if not parts:
         return None
     cpu, memory = _host(spec)
@@ -156,11 +175,14 @@ def pod_request(pod: Mapping[str, Any], models_matching: ModelLookup | None = No
 
 # ---------------------------------------------------------------------- containers
 def _container_parts(
-    res: dict[str, Any], annotations: Mapping[str, Any], where: str, lookup: ModelLookup
+    res: dict[str, Any], annotations: Mapping[str, Any], where: str, lookup: ModelLookup,
+    core_policy: CorePolicy | None = None,
 ) -> list[RequestPart]:
     parts: list[RequestPart] = []
     precision = _annotation(annotations, OURS + "precision")
     extra: dict[str, Any] = {"precision": precision} if precision else {}
+    if core_policy is not None:
+        extra["core_policy"] = core_policy
     count = _count(res, NVIDIA_COUNT, where)
     if count:
         memory = res.get(NVIDIA_MEMORY)
@@ -237,6 +259,17 @@ def _resources(container: Any, where: str) -> dict[str, Any]:
             raise InvalidRequest(f"{where}.{section}", "must be an object")
         merged.update(values)
     return merged
+
+
+def _container_core_policy(container: Mapping[str, Any], where: str) -> CorePolicy | None:
+    """HAMi's ``GPU_CORE_UTILIZATION_POLICY`` among the container's ``env`` values, as a core policy; None
+    where it is not given by value (one from ``valueFrom`` is for the shim to read when the container runs).
+    A name given twice: the last one, as the container runtime sets it."""
+    found: CorePolicy | None = None
+    for i, var in enumerate(_list(container.get("env"), where)):
+        if isinstance(var, dict) and var.get("name") == HAMI_CORE_POLICY_VARIABLE and var.get("value") is not None:
+            found = hami_core_policy(var["value"], f"{where}[{i}].value")
+    return found
 
 
 def _count(res: Mapping[str, Any], name: str, where: str) -> int:
