@@ -51,6 +51,7 @@ class DeviceUsage:
     memory_used_mib: float
     memory_peak_mib: float
     core_limit: int
+    core_policy: str  # the region's: "cap" (at most core_limit) or "share" (at least it, idle time on top)
     utilization_pct: float | None
 
 
@@ -133,6 +134,7 @@ def _read_region(
                 memory_used_mib=record.memory_used_bytes / MIB,
                 memory_peak_mib=record.memory_peak_bytes / MIB,
                 core_limit=record.core_limit_pct,
+                core_policy=record.core_policy,
                 utilization_pct=record.utilization_pct,
             )
         )

@@ -102,6 +102,7 @@ def build_metrics(info: DeviceInfo, readings: DeviceReadings, ledger: Ledger) ->
                     metadata=handle.metadata,
                     memory_limit_mib=grant.memory_mib,
                     cores_limit=grant.cores,
+                    core_policy=grant.core_policy,
                     memory_used_mib=used,
                     utilization_pct=utilization,
                     processes=procs,

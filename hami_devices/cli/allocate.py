@@ -12,7 +12,7 @@ from hami_devices.allocation import allocate
 from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from, quantity_count
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
-from hami_devices.models import ResourceRequest
+from hami_devices.models import CORE_POLICIES, ResourceRequest
 
 
 def register(subparsers: Any) -> None:
@@ -31,6 +31,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--memory-percent", type=float, help="memory per device in percent (shorthand)")
     parser.add_argument("--cores", type=quantity_count, default=0,
                         help="compute percent per device, 100 = exclusive")
+    parser.add_argument("--core-policy", choices=list(CORE_POLICIES),
+                        help="how the cores are kept: cap (at most), share (at least, idle time on top) or "
+                        "unlimited (booked, not paced); default: device-plugin.core-policy of --config, else cap "
+                        "(shorthand)")
     parser.add_argument("--model", action="append", dest="models", default=[], help="accepted model (repeatable)")
     parser.add_argument("--partition", help="partition profile name or 'auto'")
     parser.add_argument("--task-type", default="batch", choices=["training", "inference", "batch", "interactive"])
@@ -66,6 +70,8 @@ def _request_from(args: argparse.Namespace) -> ResourceRequest:
         part["memory_percent"] = args.memory_percent
     if args.partition:
         part["partition"] = args.partition
+    if args.core_policy:
+        part["core_policy"] = args.core_policy
     if args.vendors:
         part["vendors"] = args.vendors
     return ResourceRequest(name=args.name, task_type=args.task_type, parts=[part])
@@ -97,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if handle.metadata:
         print("metadata: " + " ".join(f"{k}={v}" for k, v in sorted(handle.metadata.items())))
     print_table(
-        ["NODE", "DEVICE", "MODEL", "MEM_MIB", "CORES", "PARTITION"],
-        [[g.node, g.uuid, g.model, g.memory_mib, g.cores, g.partition or "-"] for g in handle.grants],
+        ["NODE", "DEVICE", "MODEL", "MEM_MIB", "CORES", "CORE_POLICY", "PARTITION"],
+        [[g.node, g.uuid, g.model, g.memory_mib, g.cores, g.core_policy, g.partition or "-"] for g in handle.grants],
     )
     for group, env in handle.environments.items():
         print(f"environment of {group}:" if len(handle.environments) > 1 else "environment:")

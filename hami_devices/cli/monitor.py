@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if shares:
         print()
         print_table(
-            ["NODE", "DEVICE", "ALLOCATION", "NAMESPACE", "POD", "CONTAINER", "MEM_USED/LIMIT_MIB", "CORES", "UTIL%",
-             "PROCS"],
+            ["NODE", "DEVICE", "ALLOCATION", "NAMESPACE", "POD", "CONTAINER", "MEM_USED/LIMIT_MIB", "CORES",
+             "CORE_POLICY", "UTIL%", "PROCS"],
             [
                 [
                     d.info.node,
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
                     a.metadata.get("container") or "-",
                     f"{_mib(a.memory_used_mib)}/{a.memory_limit_mib}",
                     a.cores_limit,
+                    a.core_policy,
                     a.utilization_pct,
                     len(a.processes),
                 ]

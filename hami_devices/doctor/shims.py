@@ -28,10 +28,16 @@ LIMIT_MIB = 64
 
 EXIT_GRANTED, EXIT_OUT_OF_MEMORY = 0, 2  # the harness protocol (hami_conformance.WorkloadProgram)
 
-_LIMIT_VARIABLES = ("LD_PRELOAD", "HAMI_REGION_PATH", "CUDA_DEVICE_MEMORY_SHARED_CACHE")
+_LIMIT_VARIABLES = (
+    "LD_PRELOAD",
+    "HAMI_REGION_PATH",
+    "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+    "GPU_CORE_UTILIZATION_POLICY",  # HAMi-core's compute policy (default: share, force: cap, disable: none)
+)
 _LIMIT_PREFIXES = (
     "HAMI_DEVICE_MEMORY_LIMIT",
     "HAMI_DEVICE_CORE_LIMIT",
+    "HAMI_DEVICE_CORE_POLICY",
     "CUDA_DEVICE_MEMORY_LIMIT",
     "CUDA_DEVICE_SM_LIMIT",
 )

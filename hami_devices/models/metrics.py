@@ -8,6 +8,7 @@ from pydantic import Field
 
 from hami_devices.models.base import NOT_AVAILABLE, HamiModel, MetricValue
 from hami_devices.models.devices import Health
+from hami_devices.models.requests import CorePolicy
 
 
 class ProcessUsage(HamiModel):
@@ -22,6 +23,7 @@ class AllocationUsage(HamiModel):
     handle_id: str
     memory_limit_mib: int
     cores_limit: int
+    core_policy: CorePolicy = Field(default="cap", description="how the cores are kept: cap, share or unlimited")
     metadata: dict[str, str] = Field(default_factory=dict, description="the allocation's workload identity")
     memory_used_mib: MetricValue = NOT_AVAILABLE
     utilization_pct: MetricValue = NOT_AVAILABLE

@@ -110,7 +110,7 @@ FIELD_METRICS: dict[str, tuple[MetricName, float]] = {
 
 ALLOCATION_INFO = _m(
     "hami_allocation_info", "info", "One allocation's grant on one device, with its workload identity (value 1).",
-    (*ALLOCATION_LABELS, "partition", "exclusive"),
+    (*ALLOCATION_LABELS, "partition", "exclusive", "core_policy"),
 )
 ALLOCATION_MEMORY_LIMIT = _m(
     "hami_allocation_memory_limit_bytes", "gauge", "Memory granted (the limiter's limit).", ALLOCATION_LABELS

@@ -124,7 +124,7 @@ def grant_rows(handle: DeviceHandle, known: dict[str, Labels]) -> list[GrantRow]
         slot = seen.get((grant.node, grant.vendor), 0)
         seen[(grant.node, grant.vendor)] = slot + 1
         labels = (*_grant_facts(grant, known), handle.id, *identity, str(slot))
-        info = (*labels, grant.partition or "", "true" if grant.exclusive else "false")
+        info = (*labels, grant.partition or "", "true" if grant.exclusive else "false", grant.core_policy)
         limit = (labels, float(grant.memory_mib * MIB))
         rows.append(GrantRow(grant.uuid, labels, (info, 1.0), limit, (labels, grant.cores / 100.0)))
     return rows
