@@ -80,6 +80,8 @@ class _DeviceSet:
     # One commit at a time uses ``cluster`` in this process, whatever the ledger's own locking (a PostgreSQL
     # ledger may run two transactions at once); taken before the ledger's lock, never inside it.
     lock: threading.Lock = field(default_factory=threading.Lock)
+    others_wrote: bool = True  # the last commit found allocations another writer committed
+    fetched: int = 0  # allocations the last ``booked`` read that this set had not booked
     key: tuple[int, ...] = ()
     sequence: Sequence[Device] | None = None  # the list last given for it, held so that its id stays its own
 
@@ -155,7 +157,7 @@ def booked(
     cluster = kept.cluster
     if cluster is None:
         cluster = kept.cluster = ClusterState.from_devices(kept.devices)
-    cluster.follow(view.handle_ids() if ids is None else ids, view.get, partial=True)
+    kept.fetched = cluster.follow(view.handle_ids() if ids is None else ids, view.get, partial=True)
     if note and cluster.conflicts:
         note_conflicts(view, cluster.conflicts)
     return cluster
@@ -219,11 +221,15 @@ def allocate(
     identity = dict(metadata or {})
     try:
         with kept.lock:
-            # What others committed since this set's last commit is read before the write lock, from a
-            # snapshot: inside it only what committed meanwhile is left to read.
-            with ledger.reading() as view:
-                booked(kept, view, note=False)
+            seen = 0
+            if kept.others_wrote:
+                # Others are committing too: what they committed since this set's last look is read
+                # before the write lock, from a snapshot; inside it only what committed meanwhile is left.
+                with ledger.reading() as view:
+                    booked(kept, view, note=False)
+                seen = kept.fetched
             placement, handle = _allocate_in(kept, request, policy, policies, identity, handle_id)
+            kept.others_wrote = seen + kept.fetched > 0
             if handle is not None:  # judged by every rule on exactly this state: booked as it is
                 assert kept.cluster is not None
                 kept.cluster.mirror(handle, partial=True, verified=True)

@@ -324,13 +324,15 @@ class ClusterState(Plans):
 
     def follow(
         self, ids: Sequence[str], fetch: Callable[[str], DeviceHandle], *, partial: bool = False
-    ) -> None:
-        """``sync`` to the allocations ``ids`` (in the ledger's order), fetching only those not booked yet.
+    ) -> int:
+        """``sync`` to the allocations ``ids`` (in the ledger's order), fetching only those not booked yet;
+        returns how many were fetched.
 
         The one way a cluster state is brought in step with a ledger: a reader inside a ledger
         transaction passes its allocation ids and its ``get``, so a commit decodes only what
         changed since the last one.  Booking identity is the allocation id.
         """
+        fetched = 0
         live = set(ids)
         for booking in list(self.bookings.values()):
             if booking.state == PlacementState.CONFIRMED and booking.id not in live:
@@ -342,6 +344,8 @@ class ClusterState(Plans):
                 held.state = PlacementState.CONFIRMED
             elif handle_id not in self._elsewhere:
                 self.mirror(fetch(handle_id), partial=partial)
+                fetched += 1
+        return fetched
 
     def mirror(self, handle: DeviceHandle, *, partial: bool = False, verified: bool = False) -> None:
         """Book a ledger allocation (see ``book``); with ``partial`` only its grants on this cluster's devices,
