@@ -1,5 +1,6 @@
 """Many writers, one truth (issue 37, item 7): processes x threads placing, committing and releasing against one
-SQLite ledger, SIGKILLed at random moments, checked by an oracle that reads the ledger's rows itself.
+ledger (SQLite, then PostgreSQL: ``ledger_target``), SIGKILLed at random moments, checked by an oracle that reads
+the ledger's rows itself with plain SQL.
 
 The oracle is written from the definitions, not from the product's accounting: a device's memory, cores and
 sharers are the sums over the grants the ledger's rows hold on it; a node's host CPU and memory are the sums
@@ -26,7 +27,7 @@ from typing import Any
 import hami_devices as hd
 from hami_devices.assembly import build_engine
 from hami_devices.inventory import parse_inventory
-from hami_devices.ledger import SqliteLedger
+from hami_devices.ledger.opening import LedgerTarget, open_ledger
 
 from .ledger_stress_worker import CONFIG, INVENTORY, NODE_CPU, NODE_MEMORY, SPLIT
 
@@ -46,7 +47,7 @@ class Worker:
     reader: threading.Thread | None = None
 
     @classmethod
-    def start(cls, ledger: Path, seed: int) -> Worker:
+    def start(cls, ledger: LedgerTarget, seed: int) -> Worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         proc = subprocess.Popen([sys.executable, str(WORKER), str(ledger), str(seed), str(THREADS)],
                                 stdout=subprocess.PIPE, text=True, env=env)
@@ -82,11 +83,20 @@ class Rows:
     grant_rows: list[tuple[str, dict[str, Any]]]
 
 
-def read_rows(path: Path) -> Rows:
-    with sqlite3.connect(path) as conn:
-        allocations = {i: json.loads(body) for i, body in conn.execute("SELECT id, body FROM allocations")}
-        grant_rows = [(h, json.loads(body)) for h, body in conn.execute("SELECT handle_id, body FROM grants")]
-    return Rows(allocations, grant_rows)
+def read_rows(target: LedgerTarget) -> Rows:
+    """Both tables, read with plain SQL from the SQLite file or the PostgreSQL database."""
+    queries = ("SELECT id, body FROM allocations", "SELECT handle_id, body FROM grants")
+    if isinstance(target, str):  # a database URL
+        import psycopg  # the [postgresql] extra; only asked for when that backend runs
+
+        with psycopg.connect(target) as conn:
+            allocation_rows, grant_rows = (conn.execute(q).fetchall() for q in queries)
+    else:
+        with sqlite3.connect(target) as conn:
+            allocation_rows, grant_rows = (conn.execute(q).fetchall() for q in queries)
+    return Rows(
+        {i: json.loads(body) for i, body in allocation_rows}, [(h, json.loads(body)) for h, body in grant_rows]
+    )
 
 
 def totals(rows: Rows) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]]]:
@@ -106,10 +116,10 @@ def totals(rows: Rows) -> tuple[dict[str, Counter[str]], dict[str, Counter[str]]
     return devices, nodes
 
 
-def test_many_writers_never_overbook_lose_or_double_a_grant(tmp_path: Path) -> None:
+def test_many_writers_never_overbook_lose_or_double_a_grant(ledger_target: LedgerTarget) -> None:
     """Fails before issue 37: decide-first commits from stale views booked nodes past their CPU and memory."""
-    path = tmp_path / "ledger.db"
-    SqliteLedger(path).close()
+    path = ledger_target
+    open_ledger(path).close()  # the tables, before the writers race to create them
     workers = [Worker.start(path, seed) for seed in range(1, PROCESSES + 1)]
     for worker in workers:  # each has started and is committing (imports take a while on a busy machine)
         worker.wait_for(3, time.monotonic() + STARTUP_S)
@@ -149,7 +159,7 @@ def test_many_writers_never_overbook_lose_or_double_a_grant(tmp_path: Path) -> N
         assert held["cpu"] <= NODE_CPU and held["memory"] <= NODE_MEMORY, (node, held)
     assert sum(held["cpu"] for held in nodes.values()) > 0  # the host rows were exercised
 
-    restarted = SqliteLedger(path)  # a restart from the ledger always succeeds, and agrees with the oracle
+    restarted = open_ledger(path)  # a restart from the ledger always succeeds, and agrees with the oracle
     try:
         engine = build_engine(parse_inventory(INVENTORY), CONFIG, ledger=restarted)
         assert engine.cluster.conflicts == {}
