@@ -27,6 +27,7 @@ from hami_devices.models import DeviceHandle
 from hami_devices.observability import procs
 from hami_devices.observability.regions import GrantReading, RegionReading
 from hami_devices.observability.snapshot import LIMITER, Snapshot
+from hami_devices.releasing import REVOKED_FROM
 
 log = logging.getLogger(__name__)
 
@@ -144,11 +145,13 @@ class Observer:
         state = view.observations(PROCS)
         samples: list[UsageSample] = []
         for region in snapshot.regions:
+            handle = handles.get(region.handle_id)
+            if handle is not None and REVOKED_FROM in handle.metadata:
+                continue  # what a revoked allocation's processes hold: followed under that allocation's id
             key = _procs_key(region.handle_id, region.group)
             previous = state.pop(key, None)
             if previous is not None and previous[0] >= snapshot.time:
                 continue  # a newer snapshot was recorded already
-            handle = handles.get(region.handle_id)
             events += self._process_changes(view, region, handle, previous, snapshot.time)
             alive = sorted({(p.pid, p.start_time, p.host_pid, p.pid_namespace) for p in region.processes if p.alive})
             levels = {uuid: Level.of(reading) for uuid, reading in region.grants.items()}
