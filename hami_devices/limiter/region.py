@@ -14,7 +14,6 @@ from hami_devices.errors import LimiterError
 from hami_devices.limiter.native import ERRLEN, MAX_DEVICES, MAX_PROCS, _native
 from hami_devices.limiter.records import DeviceUsageRecord, ProcessRecord, _device_record, _process_records
 
-
 CORE_POLICIES = ("cap", "share")
 
 

@@ -45,7 +45,7 @@
 #define K_MIN_PPM 100000ull   /* charges are never corrected below a tenth ... */
 #define K_MAX_PPM 1000000ull  /* ... or above what was timed: a timing can overstate what a launch held
                                  * the device for (another context ran meanwhile), never understate it */
-#define BUSY_SATURATED 9500ull /* percent x 100: a device this busy has no idle time to give */
+#define IDLE_NONE 300ull       /* percent x 100 of idle device time that counts as none (sampling) */
 #define OTHERS_PRESENT 300ull  /* percent x 100 of device time others use before share mode yields */
 
 void hami_pace_reset(hami_region *r, int device) {
@@ -125,12 +125,18 @@ static void steer_share_rate(hami_region_device *d, uint32_t limit, uint64_t dev
     STORE(d->ctl_dev_at_ns, now);
     uint64_t floor_ = (uint64_t)limit * 100, rate = rate_of(d, limit);
     uint64_t others = busy_x100 > own_util_x100 ? busy_x100 - own_util_x100 : 0;
-    if (held_back && busy_x100 < BUSY_SATURATED) {
-        uint64_t up = (10000 - rate) / 2;
-        rate += up > 500 ? up : 500;
-    } else if (others > OTHERS_PRESENT && rate > floor_ && busy_x100 >= BUSY_SATURATED) {
-        uint64_t down = (rate - floor_) / 2;
-        rate = rate > floor_ + (down > 500 ? down : 500) ? rate - (down > 500 ? down : 500) : floor_;
+    uint64_t idle = busy_x100 < 10000 ? 10000 - busy_x100 : 0;
+    if (others <= OTHERS_PRESENT) {
+        rate = 10000; /* nobody else wants the device: nothing to keep back */
+    } else if (held_back && idle > IDLE_NONE) {
+        /* Idle time is taken in proportion to the guarantee, so that tenants who all want more
+         * split it by their shares. */
+        uint64_t up = idle * limit / 100;
+        rate += up > 100 ? up : 100;
+    } else if (idle <= IDLE_NONE && rate > floor_) {
+        /* Others want the device and it has no idle time: give back half of what is above the
+         * guarantee per sample, so that a newcomer has its share within a few samples. */
+        rate -= (rate - floor_) / 2 + 1;
     }
     STORE(d->rate_x100, rate > 10000 ? 10000 : rate < floor_ ? floor_ : rate);
 }

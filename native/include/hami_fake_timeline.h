@@ -68,7 +68,13 @@ static inline const hami_fake_time_config *hami_fake_time_cfg(void) {
     return &cfg;
 }
 
+/* Waits until t the way the driver's default synchronisation does: spinning (yielding the CPU) through
+ * short waits, sleeping through long ones. */
 static inline void hami_fake_sleep_until(uint64_t t) {
+    if (t <= hami_fake_now_ns() + 100000ull) {
+        while (hami_fake_now_ns() < t) sched_yield();
+        return;
+    }
     struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
@@ -181,20 +187,22 @@ static inline uint64_t hami_fake_lane_time_of(hami_fake_device *d, int slot, uin
     hami_fake_lane *l = &tl->lane[slot];
     uint64_t at = 0;
     if (l->done_ns >= mark) {
-        /* Walk back from the present: segments [ring[k], ring[k+1]) and the open one [newest, now]. */
+        /* The first instant done_ns reached mark.  Walk back from the present over the segments
+         * [ring[k], ring[k+1]) and the open one [newest, now]: the crossing lies in the newest segment
+         * that starts below mark; a segment that starts at or above it means the crossing is older. */
         uint64_t end_t = now, end_done = l->done_ns;
         uint64_t count = l->breaks < HAMI_FAKE_BREAKS ? l->breaks : HAMI_FAKE_BREAKS;
         at = count ? l->ring[(l->breaks - count) % HAMI_FAKE_BREAKS].t_ns : now;
         for (uint64_t k = 0; k < count; k++) {
             const hami_fake_break *b = &l->ring[(l->breaks - 1 - k) % HAMI_FAKE_BREAKS];
-            if (b->done_ns <= mark) {
-                if (end_done == b->done_ns) at = b->t_ns;
-                else at = b->t_ns + (uint64_t)((double)(end_t - b->t_ns) * (double)(mark - b->done_ns) /
-                                                (double)(end_done - b->done_ns));
+            if (b->done_ns < mark) {
+                at = b->t_ns + (uint64_t)((double)(end_t - b->t_ns) * (double)(mark - b->done_ns) /
+                                          (double)(end_done - b->done_ns));
                 break;
             }
             end_t = b->t_ns;
             end_done = b->done_ns;
+            at = b->t_ns;
         }
     }
     hami_fake_time_unlock(tl);
@@ -214,7 +222,7 @@ static inline void hami_fake_lane_wait(hami_fake_device *d, int slot, uint64_t m
         if (done >= mark) return;
         /* Sleep until it would be done at the present rate (others may change it: look again). */
         uint64_t eta = (mark - done) * HAMI_FAKE_PPM / rate;
-        hami_fake_sleep_until(now + (eta > 20000 ? eta : 20000));
+        hami_fake_sleep_until(now + (eta > 1000 ? eta : 1000));
     }
 }
 
@@ -260,7 +268,7 @@ static inline void hami_fake_lane_launch(hami_fake_device *d, int slot, uint64_t
         uint64_t rate = l->rate_ppm ? l->rate_ppm : HAMI_FAKE_PPM;
         uint64_t eta = (wait_for - l->done_ns) * HAMI_FAKE_PPM / rate;
         hami_fake_time_unlock(tl);
-        hami_fake_sleep_until(now + (eta > 20000 ? eta : 20000));
+        hami_fake_sleep_until(now + (eta > 1000 ? eta : 1000));
     }
     pthread_mutex_unlock(&hami_fake_queue_mu);
 }

@@ -124,6 +124,7 @@ typedef struct hami_cuda_pace_ticket {
     int device;
     int shape;
     int probe;
+    uint64_t probe_at_ns;
     uint64_t estimate_ns;
     CUstream stream;
 } hami_cuda_pace_ticket;
