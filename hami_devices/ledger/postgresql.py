@@ -59,6 +59,7 @@ from hami_devices.errors import InvalidRequest, LedgerSchemaError, LedgerUnavail
 from hami_devices.ledger.base import Ledger, LedgerView
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.paths import default_busy_timeout
+from hami_devices.ledger.row_versions import RowVersions
 from hami_devices.ledger.sqlite import SCHEMA_VERSION
 from hami_devices.ledger.urls import redacted, scrubbed
 from hami_devices.models import DeviceHandle, Grant
@@ -117,6 +118,8 @@ MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 """Version -> the DDL that brings a database from the version before it (idempotent).  The versions are the
 SQLite ledger's (``SCHEMA_VERSION``): the same tables at the same version in either database."""
 
+_WRITTEN_HERE = ""  # the xmin a row written by the open transaction is known by until it is listed again
+
 _BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITER_LOCK_KEY})"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
@@ -129,8 +132,10 @@ def _event_from_row(row: Sequence[Any]) -> Event:
 
 
 class _PostgresView(LedgerView):
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, versions: RowVersions) -> None:
         self._conn = conn
+        self._versions = versions
+        self._listed: dict[str, str] | None = None  # id -> xmin of the live allocations, once handle_ids ran
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._conn.execute(sql, args).fetchall())
@@ -139,36 +144,64 @@ class _PostgresView(LedgerView):
         return [Grant.model_validate_json(r[0]) for r in self._rows("SELECT body FROM grants WHERE uuid = %s", (uuid,))]
 
     def get(self, handle_id: str) -> DeviceHandle:
-        rows = self._rows("SELECT body FROM allocations WHERE id = %s", (handle_id,))
+        listed = self._listed
+        if listed is not None:  # the ids were listed in this transaction: what is not there is gone
+            if handle_id not in listed:
+                raise UnknownAllocation(handle_id)
+            if self._versions.body(handle_id, listed[handle_id]) is None:
+                self._fetch(self._versions.unknown(listed))
+            body = self._versions.body(handle_id, listed[handle_id])
+            if body is not None:
+                return DeviceHandle.model_validate_json(body)
+        rows = self._rows("SELECT id, xmin::text, body FROM allocations WHERE id = %s", (handle_id,))
         if not rows:
             raise UnknownAllocation(handle_id)
-        return DeviceHandle.model_validate_json(rows[0][0])
+        self._versions.put(*rows[0])
+        return DeviceHandle.model_validate_json(rows[0][2])
+
+    def _fetch(self, ids: list[str]) -> None:
+        """Every body of ``ids`` in one round trip."""
+        for row in self._rows("SELECT id, xmin::text, body FROM allocations WHERE id = ANY(%s::text[])", (ids,)):
+            self._versions.put(*row)
 
     def add(self, handle: DeviceHandle) -> None:
+        body = handle.model_dump_json()
+        # one statement for the allocation and all its grants: one round trip however many devices
         self._conn.execute(
-            "INSERT INTO allocations (id, body, created_at) VALUES (%s, %s, %s)",
-            (handle.id, handle.model_dump_json(), handle.created_at),
+            "WITH a AS (INSERT INTO allocations (id, body, created_at) VALUES (%s, %s, %s)) "
+            "INSERT INTO grants (handle_id, uuid, body) SELECT %s, u, b FROM unnest(%s::text[], %s::text[]) AS g(u, b)",
+            (handle.id, body, handle.created_at, handle.id, [g.uuid for g in handle.grants],
+             [g.model_dump_json() for g in handle.grants]),
         )
-        if handle.grants:
-            # one statement for all grants: one round trip however many devices
-            self._conn.execute(
-                "INSERT INTO grants (handle_id, uuid, body) "
-                "SELECT %s, u, b FROM unnest(%s::text[], %s::text[]) AS g(u, b)",
-                (handle.id, [g.uuid for g in handle.grants], [g.model_dump_json() for g in handle.grants]),
-            )
+        if self._listed is not None:  # its xmin is this transaction's: known once committed and listed again
+            self._listed[handle.id] = _WRITTEN_HERE
+            self._versions.put(handle.id, _WRITTEN_HERE, body)
 
     def remove(self, handle_id: str) -> DeviceHandle:
         rows = self._rows("DELETE FROM allocations WHERE id = %s RETURNING body", (handle_id,))  # grants cascade
+        self._versions.drop(handle_id)
+        if self._listed is not None:
+            self._listed.pop(handle_id, None)
         if not rows:
             raise UnknownAllocation(handle_id)
         return DeviceHandle.model_validate_json(rows[0][0])
 
     def handles(self) -> list[DeviceHandle]:
-        rows = self._rows("SELECT body FROM allocations ORDER BY created_at, id")
-        return [DeviceHandle.model_validate_json(r[0]) for r in rows]
+        rows = self._rows("SELECT id, xmin::text, body FROM allocations ORDER BY created_at, id")
+        self._remember(rows)
+        return [DeviceHandle.model_validate_json(r[2]) for r in rows]
 
     def handle_ids(self) -> list[str]:
-        return [r[0] for r in self._rows("SELECT id FROM allocations ORDER BY created_at, id")]
+        rows = self._rows("SELECT id, xmin::text FROM allocations ORDER BY created_at, id")
+        self._listed = dict(rows)
+        self._versions.keep_only(self._listed)
+        return [r[0] for r in rows]
+
+    def _remember(self, rows: list[tuple[Any, ...]]) -> None:
+        self._listed = {handle_id: xmin for handle_id, xmin, _ in rows}
+        self._versions.keep_only(self._listed)
+        for row in rows:
+            self._versions.put(*row)
 
     def record_event(self, event: Event) -> Event:
         (seq,) = self._rows(
@@ -356,6 +389,12 @@ class PostgresLedger(Ledger):
             self._connections.append((pid, conn))
         return conn
 
+    def _row_versions(self) -> RowVersions:
+        versions: RowVersions | None = getattr(self._local, "versions", None)
+        if versions is None:
+            versions = self._local.versions = RowVersions()
+        return versions
+
     def _begin(self, statement: str) -> Connection:
         """Start a transaction on this thread's connection, reconnecting once if the server dropped it."""
         conn = self._connection()
@@ -416,7 +455,7 @@ class PostgresLedger(Ledger):
     def transaction(self) -> Iterator[LedgerView]:
         conn = self._begin(_BEGIN_WRITE)
         try:
-            yield _PostgresView(conn)
+            yield _PostgresView(conn, self._row_versions())
         except psycopg.Error as exc:
             self._rollback(conn)
             raise self._unusable(exc) from None
@@ -431,7 +470,7 @@ class PostgresLedger(Ledger):
         """A read transaction: one consistent snapshot, without the writers' lock."""
         conn = self._begin(_BEGIN_READ)
         try:
-            yield _PostgresView(conn)
+            yield _PostgresView(conn, self._row_versions())
         except psycopg.Error as exc:
             self._rollback(conn)
             raise self._unusable(exc) from None

@@ -90,6 +90,38 @@ def test_remove_returns_the_handle_once_and_takes_its_grants(any_ledger: Ledger)
     assert [h.id for h in any_ledger.handles()] == ["kept"]
 
 
+def test_get_answers_what_the_ledger_holds_now_whoever_wrote_it(ledger_target: LedgerTarget) -> None:
+    reader, writer = open_ledger(ledger_target), open_ledger(ledger_target)
+    with writer.transaction() as view:
+        view.add(_handle("same-id", _grant("GPU-1", 100), at=1.0))
+        view.add(_handle("other", _grant("GPU-2", 1), at=2.0))
+    with reader.transaction() as view:
+        assert view.handle_ids() == ["same-id", "other"]
+        assert view.get("same-id").grants[0].memory_mib == 100
+    with writer.transaction() as view:  # another scheduler releases it and books a new one under the same id
+        view.remove("same-id")
+        view.add(_handle("same-id", _grant("GPU-3", 200), at=2000.0))
+        view.add(_handle("new", _grant("GPU-1", 5), at=3.0))
+    with reader.transaction() as view:
+        assert view.handle_ids() == ["other", "new", "same-id"]
+        assert view.get("same-id") == _handle("same-id", _grant("GPU-3", 200), at=2000.0)
+        assert view.get("new").grants == [_grant("GPU-1", 5)]
+        view.remove("other")
+        view.add(_handle("mine", _grant("GPU-4", 7)))
+        with pytest.raises(UnknownAllocation):
+            view.get("other")
+        assert view.get("mine").grants == [_grant("GPU-4", 7)]
+        got = view.get("new")
+        got.metadata["changed"] = "by the caller"  # a caller's copy: the next get is the ledger's
+        assert view.get("new").metadata == {}
+    with reader.reading() as view:
+        assert view.handle_ids() == ["new", "mine", "same-id"]
+        with pytest.raises(UnknownAllocation):
+            view.get("other")
+    reader.close()
+    writer.close()
+
+
 def test_a_failed_transaction_leaves_nothing_behind(any_ledger: Ledger) -> None:
     with any_ledger.transaction() as view:
         view.add(_handle("before", _grant("GPU-1", 10)))
