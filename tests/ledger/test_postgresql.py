@@ -142,9 +142,9 @@ def test_the_cli_names_a_refused_url_without_its_password(postgres_server: Postg
 def test_the_same_tables_and_columns_as_the_sqlite_ledger(postgres_url: str, tmp_path: Path) -> None:
     import sqlite3
 
-    from hami_devices.ledger import postgresql, sqlite
+    from hami_devices.ledger import postgresql_schema, sqlite
 
-    assert set(postgresql.MIGRATIONS) == set(sqlite.MIGRATIONS) == set(range(1, sqlite.SCHEMA_VERSION + 1))
+    assert set(postgresql_schema.MIGRATIONS) == set(sqlite.MIGRATIONS) == set(range(1, sqlite.SCHEMA_VERSION + 1))
     PostgresLedger(postgres_url).close()
     open_ledger(tmp_path / "l.db").close()
     lite = sqlite3.connect(tmp_path / "l.db")
