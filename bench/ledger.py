@@ -10,15 +10,19 @@ Each writer is a process of its own (a scheduler) with the simulated devices of 
 
 It keeps at most 4 of its allocations live, releasing the oldest (timed).  All writers start together.
 
-Reported per writer count: p50/p99 of commits, of direct allocations and of releases, commits per second
-over all writers, refusals (a placement that went stale), and the load average before, after and per run.
-Targets: one writer's commit p50 <= 2 ms (SQLite), and with 4 writers a commit p99 <= 10 x the one-writer
-commit p99.
+Reported per backend and writer count: p50/p99 of commits, of direct allocations and of releases, commits
+per second over all writers, refusals (a placement that went stale), and the load average before, after and
+per run.  Targets: one writer's commit p50 <= 2 ms (SQLite); with 4 writers a commit p99 <= 10 x the
+one-writer commit p99 (each backend); and on PostgreSQL, throughput grows with writers (the best commits per
+second of 2, 4 and 8 writers over one writer's, above 1).
 
-    python bench/ledger.py [--commits 300] [--writers 1,2,4,8] [--ledger postgresql://...]
+    python bench/ledger.py [--commits 300] [--writers 1,2,4,8] [--backends sqlite,postgresql]
+                           [--ledger postgresql://...]
 
-Without ``--ledger`` the ledger is a SQLite file in a temporary folder, new for each writer count.  A
-PostgreSQL URL is emptied of allocations before each writer count.  Prints one JSON object.
+SQLite: a file in a temporary folder, new for each writer count.  PostgreSQL: without ``--ledger``, a
+throwaway server from the distribution's binaries (tests/ledger/pg_server.py, PostgreSQL's durable
+settings) on a loopback port, a new database for each writer count; a given URL (which alone selects
+PostgreSQL) is emptied of allocations before each writer count.  Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +174,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commits", type=int, default=300, help="timed commits per writer")
     parser.add_argument("--writers", default="1,2,4,8", help="writer counts to run, comma-separated")
-    parser.add_argument("--ledger", default=None, help="a postgresql:// URL (default: a new SQLite file per run)")
+    parser.add_argument("--backends", default="sqlite,postgresql", help="ledgers to measure, comma-separated")
+    parser.add_argument("--ledger", default=None, help="a postgresql:// URL to measure (instead of --backends)")
     parser.add_argument("--writer", default=None, help=argparse.SUPPRESS)  # one writer process (internal)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -176,30 +183,65 @@ def main() -> None:
         writer(args.writer, args.commits, args.seed)
         return
     counts = [int(n) for n in args.writers.split(",")]
+    backends = ["postgresql"] if args.ledger else [b.strip() for b in args.backends.split(",") if b.strip()]
     out: dict[str, Any] = {"commits_per_writer": args.commits, "loadavg_before": [round(x, 2) for x in os.getloadavg()]}
-    runs: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="hami-bench-ledger-") as tmp:
-        for n in counts:
-            where = args.ledger or str(Path(tmp) / f"ledger-{n}.db")
-            ledger_target(where)  # a bad scheme is refused before any writer starts
-            runs[str(n)] = run(where, n, args.commits)
-            runs[str(n)]["loadavg"] = [round(x, 2) for x in os.getloadavg()]
-    out["backend"] = "postgresql" if args.ledger and "://" in args.ledger else "sqlite"
-    out["ledger"] = describe(args.ledger) if args.ledger else "a new SQLite file per writer count"
-    out["writers"] = runs
+    measured: dict[str, Any] = {}
+    for backend in backends:
+        with ledgers(backend, args.ledger) as (described, next_target):
+            runs: dict[str, dict[str, Any]] = {}
+            for n in counts:
+                where = next_target(n)
+                ledger_target(where)  # a bad scheme is refused before any writer starts
+                runs[str(n)] = run(where, n, args.commits)
+                runs[str(n)]["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+            measured[backend] = {"ledger": described, "writers": runs}
+    out["backends"] = measured
     out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-    targets: dict[str, Any] = {}
-    if "1" in runs and out["backend"] == "sqlite":
-        targets["one_writer_commit_p50_ms"] = target(
-            "one_writer_commit_p50_ms", runs["1"]["commit_p50_ms"], ONE_WRITER_P50_BOUND_MS
-        )
-    if "1" in runs and "4" in runs:
-        ratio = round(runs["4"]["commit_p99_ms"] / runs["1"]["commit_p99_ms"], 2)
-        targets["four_writers_p99_over_one_writer_p99"] = target(
-            "four_writers_p99_over_one_writer_p99", ratio, FOUR_WRITERS_P99_RATIO_BOUND
-        )
-    out["targets"] = targets
+    out["targets"] = targets_of(measured)
     print(json.dumps(out))
+
+
+@contextmanager
+def ledgers(backend: str, url: str | None) -> Iterator[tuple[str, Callable[[int], str]]]:
+    """A description of where ``backend``'s ledgers live, and the ledger for each writer count."""
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="hami-bench-ledger-") as tmp:
+            yield "a new SQLite file per writer count", lambda n: str(Path(tmp) / f"ledger-{n}.db")
+    elif backend == "postgresql" and url:
+        yield describe(url), lambda n: url
+    elif backend == "postgresql":
+        from tests.ledger.pg_server import start_server
+
+        server = start_server(durable=True)
+        try:
+            yield (
+                f"a throwaway PostgreSQL server (durable settings) on 127.0.0.1:{server.port}, a new database per "
+                "writer count",
+                lambda n: server.create_database(f"bench_{n}_{os.getpid()}"),
+            )
+        finally:
+            server.stop()
+    else:
+        raise SystemExit(f"unknown backend {backend!r}: sqlite or postgresql")
+
+
+def targets_of(measured: dict[str, Any]) -> dict[str, Any]:
+    targets: dict[str, Any] = {}
+    for backend, found in measured.items():
+        runs = found["writers"]
+        if "1" in runs and backend == "sqlite":
+            name = "sqlite_one_writer_commit_p50_ms"
+            targets[name] = target(name, runs["1"]["commit_p50_ms"], ONE_WRITER_P50_BOUND_MS)
+        if "1" in runs and "4" in runs:
+            name = f"{backend}_four_writers_p99_over_one_writer_p99"
+            ratio = round(runs["4"]["commit_p99_ms"] / runs["1"]["commit_p99_ms"], 2)
+            targets[name] = target(name, ratio, FOUR_WRITERS_P99_RATIO_BOUND)
+        if "1" in runs and len(runs) > 1 and backend == "postgresql":
+            name = "postgresql_throughput_grows_with_writers"
+            best = max(r["commits_per_s"] for n, r in runs.items() if n != "1")
+            gain = round(best / runs["1"]["commits_per_s"], 3)
+            targets[name] = {"name": name, "value": gain, "bound": 1.0, "met": bool(gain > 1.0)}
+    return targets
 
 
 if __name__ == "__main__":
