@@ -1,8 +1,12 @@
-"""Allocation ledgers: where the live allocations of a node (or a simulation) are kept, with their events."""
+"""Allocation ledgers: where the live allocations of a node (or a simulation) are kept, with their events.
+
+``open_ledger(target)`` opens a SQLite file or a ``postgresql://`` database (``PostgresLedger`` in
+``hami_devices.ledger.postgresql``, which needs the ``[postgresql]`` extra and is imported only then)."""
 
 from hami_devices.ledger.base import Ledger, LedgerView
 from hami_devices.ledger.events import Event, EventKind, UsageSample
 from hami_devices.ledger.memory import MemoryLedger
+from hami_devices.ledger.opening import open_ledger
 from hami_devices.ledger.sqlite import SCHEMA_VERSION, SqliteLedger
 
 __all__ = [
@@ -14,4 +18,5 @@ __all__ = [
     "MemoryLedger",
     "SqliteLedger",
     "UsageSample",
+    "open_ledger",
 ]
