@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from pathlib import Path
 from typing import Any
 
+from hami_devices.cli.common import add_ledger
 from hami_devices.cli.events import open_existing
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.observability.timeparse import iso, parse_time
@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
         "they cover, coverage its share of device_hours). "
         "Times: ISO 8601, Unix seconds, now, or an age such as 24h or 7d.",
     )
-    parser.add_argument("--ledger", metavar="FILE", type=Path, help="SQLite ledger (default: as for allocate)")
+    add_ledger(parser, "ledger: a SQLite file or a postgresql:// URL (default: as for allocate)")
     parser.add_argument("--from", dest="since", required=True, metavar="T", help="start of the period")
     parser.add_argument("--to", dest="until", default="now", metavar="T", help="end of the period (default: now)")
     parser.add_argument("--by", required=True, choices=GROUPINGS, help="what to group by")

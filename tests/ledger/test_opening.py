@@ -64,3 +64,16 @@ def test_hami_ledger_may_be_a_database(monkeypatch: pytest.MonkeyPatch, postgres
     ledger = open_ledger()
     assert isinstance(ledger, PostgresLedger) and ledger.url == postgres_url
     ledger.close()
+
+
+def test_a_node_setup_hands_its_processes_the_url_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hami_devices.integrations.node import NodeSetup
+
+    url = "postgresql://sched:pw@db.example:5432/ledger?sslmode=require"
+    assert NodeSetup.from_env({"HAMI_LEDGER": url}).variables()["HAMI_LEDGER"] == url
+    monkeypatch.chdir(tmp_path)
+    relative = NodeSetup.from_env({"HAMI_LEDGER": "state/l.db"})
+    assert relative.variables()["HAMI_LEDGER"] == str(tmp_path / "state" / "l.db")  # resolved for other folders
+    with pytest.raises(InvalidRequest) as refused:
+        NodeSetup.from_env({"HAMI_LEDGER": "ftp://h/l.db"})
+    assert refused.value.field == "HAMI_LEDGER"

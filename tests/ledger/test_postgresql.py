@@ -129,6 +129,8 @@ def test_the_cli_allocates_lists_and_releases_through_a_url(postgres_url: str) -
     assert handle["id"] in _cli("release", handle["id"], "--ledger", postgres_url)
     kinds = [e["kind"] for e in _cli("events", "--json", env={"HAMI_LEDGER": postgres_url})["events"]]
     assert kinds == ["allocation.granted", "allocation.released"]
+    charged = _cli("usage", "--ledger", postgres_url, "--from", "1h", "--by", "allocation", "--json")
+    assert charged["totals"]["device_hours"] > 0  # the share that was granted and released, from the events
 
 
 def test_the_cli_names_a_refused_url_without_its_password(postgres_server: PostgresServer) -> None:
