@@ -1,8 +1,8 @@
 /* Launches timed on the device, for the compute pacer (native/core/pacer.c).
  *
  * A launch is charged the device time it takes.  The shim learns that per kernel shape (function or
- * graph, grid, block, shared memory): it brackets a shape's first launches, and one in PROBE_EVERY
- * after, with two events recorded on the launch's own stream.  In stream order the first event
+ * graph, grid, block, shared memory): it brackets a shape's first launches, and after that one in
+ * PROBE_EVERY or one each PROBE_GAP_NS, whichever comes first, with two events recorded on the launch's own stream.  In stream order the first event
  * completes when the work queued before the launch is done and the second when the launch is, so
  * their elapsed time is what the launch held the device for, whatever ran before it.  Launches of a
  * shape whose first timing has not arrived yet are charged when it does (a true-up), so nothing
@@ -25,6 +25,7 @@
 #define PROBES 16
 #define PROBE_FIRST 4        /* timings a shape gets before it is probed only now and then */
 #define PROBE_EVERY 64
+#define PROBE_GAP_NS 50000000ull /* ... and at least this often while it runs */
 #define POLL_GAP_NS 200000ull /* probes are looked at no more often than this */
 
 typedef struct shape {
@@ -34,6 +35,7 @@ typedef struct shape {
     uint32_t launches;
     uint32_t unknown;  /* launches charged nothing yet: their true-up comes with the first timing */
     int probing;
+    uint64_t probed_ns; /* when its last probe began */
 } shape;
 
 typedef struct probe {
@@ -176,7 +178,8 @@ void hami_cuda_pace_begin(hami_cuda_pace_ticket *t, uint64_t key, CUstream strea
         s->launches++;
         t->shape = i;
         t->estimate_ns = s->samples ? s->est_ns : 0;
-        int due = s->samples < PROBE_FIRST || s->launches % PROBE_EVERY == 0;
+        uint64_t now = hami_now_ns();
+        int due = s->samples < PROBE_FIRST || s->launches % PROBE_EVERY == 0 || now - s->probed_ns > PROBE_GAP_NS;
         if (due && !s->probing && can_time()) {
             int p = free_probe(t->device);
             /* A probe starts on a drained stream, so that its first event completes when it is
@@ -187,6 +190,7 @@ void hami_cuda_pace_begin(hami_cuda_pace_ticket *t, uint64_t key, CUstream strea
             if (p >= 0 && hami_real.cuEventRecord(g_probes[p].start, stream) == CUDA_SUCCESS) {
                 t->probe_at_ns = hami_now_ns();
                 g_probes[p].state = 1;
+                s->probed_ns = now;
                 g_probes[p].device = t->device;
                 g_probes[p].shape = i;
                 s->probing = 1;
