@@ -4,12 +4,16 @@
 configured policy, the same scorers and tie-breaks as ``hami-devices
 schedule``) over the devices and the ledger's live allocations, then commits
 that placement; ``allocate(devices, placement)`` commits a placement the
-caller ranked.  Either way the commit re-checks every grant with the one rule
-set (``accounting.evaluate``: the device's rule, then the capacity rules)
-inside the ledger transaction, so a placement that went stale is refused and
-nothing races past a limit.  Hardware side effects (partitions, limiter
-regions) happen inside that transaction too and are undone if anything after
-them fails.
+caller ranked; a request may be host-only (no parts).  Either way the commit
+re-checks, inside the ledger transaction and against what the ledger holds at
+that moment, every grant (``rules.evaluate``: the device's rule, then the
+capacity rows) and every node row of every node the placement runs on
+(selector, taints, schedulable, host CPU and memory), so a placement that went
+stale is refused with its real code and nothing races past a limit, however
+many schedulers share the ledger.  What the ledger holds is read into one
+cluster state per device set (``booked``), by allocation id.  Hardware side
+effects (partitions, limiter regions) happen inside that transaction too and
+are undone if anything after them fails.
 
 Every grant, refusal, release and eviction is recorded as a lifecycle event
 (``hami_devices.ledger.lifecycle``): grants, releases and evictions in the same
@@ -20,22 +24,19 @@ after any crash; a refusal changes nothing, so its event is written on its own.
 from __future__ import annotations
 
 import logging
-import operator
 import re
-import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.adapter import VendorAdapter
 from hami_devices.assembly import configure_engine
 from hami_devices.config import HamiConfig
-from hami_devices.device import FACTS, Device, use_allocator
+from hami_devices.device import Device, use_allocator
+from hami_devices.device_sets import DeviceSet, booked, device_set
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.isolation import create_region, limits_enforced, remove_regions, with_core_policy
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
-from hami_devices.ledger.conflicts import note_conflicts
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
 from hami_devices.releasing import evict as evict  # released here before: callers import them from here
 from hami_devices.releasing import reclaim_revoked
@@ -65,106 +66,8 @@ def coerce_request(request: ResourceRequest | Mapping[str, Any]) -> ResourceRequ
     )
 
 
-@dataclass
-class _DeviceSet:
-    """What ``allocate`` derives from one list of devices, kept between calls (see ``device_set``)."""
-
-    devices: tuple[Device, ...]
-    facts: tuple[int, ...]  # the id of each device's info: a device whose facts changed (health) has a new one
-    generation: int  # ``device.FACTS`` when ``facts`` were last confirmed
-    ledger: Ledger
-    by_uuid: dict[str, Device]
-    adapters: dict[str, VendorAdapter]
-    engines: dict[tuple[str, str], Engine] = field(default_factory=dict)
-    cluster: ClusterState | None = None  # what the ledger holds on these devices: every engine's, and the re-check's
-    # One commit at a time uses ``cluster`` in this process, whatever the ledger's own locking (a PostgreSQL
-    # ledger may run two transactions at once); taken before the ledger's lock, never inside it.
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    others_wrote: bool = True  # the last commit found allocations another writer committed
-    fetched: int = 0  # allocations the last ``booked`` read that this set had not booked
-    key: tuple[int, ...] = ()
-    sequence: Sequence[Device] | None = None  # the list last given for it, held so that its id stays its own
-
-
-KEPT_DEVICE_SETS = 8
-"""Device lists whose derived state ``device_set`` keeps (least recently used dropped first)."""
-_KEPT: OrderedDict[tuple[int, ...], _DeviceSet] = OrderedDict()
-_BY_SEQUENCE: dict[int, _DeviceSet] = {}  # id of the list each kept set was last given as -> that set
-_KEPT_LOCK = threading.Lock()
-
-
-def device_set(devices: Sequence[Device]) -> _DeviceSet:
-    """The devices' ledger, their index by uuid, their adapters and engines, kept between calls.
-
-    Keyed by identity: an entry holds its devices (and its engines' cluster their facts), so while it
-    is kept no other object can take one of their ids.  A node agent that allocates from thousands of
-    devices then pays for the cluster state once, not per allocation.
-    """
-    generation = FACTS.value
-    with _KEPT_LOCK:
-        # A node agent passes the same list each time: know it again by identity, element by element,
-        # without building and hashing a key of thousands of ids.
-        kept = _BY_SEQUENCE.get(id(devices))
-        if (
-            kept is not None
-            and kept.sequence is devices
-            and kept.generation == generation
-            and len(devices) == len(kept.devices)
-            and all(map(operator.is_, devices, kept.devices))
-        ):
-            _KEPT.move_to_end(kept.key)
-            return kept
-    key = tuple(map(id, devices))
-    with _KEPT_LOCK:
-        kept = _KEPT.pop(key, None)
-        if kept is not None and kept.generation != generation:
-            if kept.facts == tuple(id(d.info) for d in devices):
-                kept.generation = generation
-            else:
-                kept = None
-        if kept is None:
-            ledger = devices[0].ledger
-            if any(d.ledger is not ledger for d in devices):
-                raise InvalidRequest("devices", "devices must share one ledger to be allocated together")
-            kept = _DeviceSet(
-                tuple(devices),
-                tuple(id(d.info) for d in devices),
-                generation,
-                ledger,
-                {d.uuid: d for d in devices},
-                {d.info.vendor: d.adapter for d in devices},
-            )
-        kept.key, kept.sequence = key, devices
-        _KEPT[key] = kept
-        while len(_KEPT) > KEPT_DEVICE_SETS:
-            _KEPT.popitem(last=False)
-        _BY_SEQUENCE.clear()
-        _BY_SEQUENCE.update((id(k.sequence), k) for k in _KEPT.values() if k.sequence is not None)
-    return kept
-
-
-def booked(
-    kept: _DeviceSet, view: LedgerView, ids: Sequence[str] | None = None, *, note: bool = True
-) -> ClusterState:
-    """The cluster state of the devices, in step with what the ledger holds in ``view`` right now.
-
-    The one place a commit, and every engine of the device set, reads what the ledger holds:
-    brought up to date by allocation id (``ClusterState.follow``), so a commit decodes only the
-    allocations that changed since the last one.  Allocations the ledger holds past a limit are
-    booked all the same and recorded once (``ledger.conflicts``; not with ``note``, in a read-only
-    snapshot).  Call inside the transaction.
-    """
-    cluster = kept.cluster
-    if cluster is None:
-        cluster = kept.cluster = ClusterState.from_devices(kept.devices)
-    kept.fetched = cluster.follow(view.handle_ids() if ids is None else ids, view.get, partial=True)
-    if note and cluster.conflicts:
-        note_conflicts(view, cluster.conflicts)
-    return cluster
-
-
 def engine_for(
-    devices: Sequence[Device] | _DeviceSet,
+    devices: Sequence[Device] | DeviceSet,
     view: LedgerView,
     *,
     policy: Policy | str | None = None,
@@ -178,7 +81,7 @@ def engine_for(
     (``booked``; ``cluster``: what ``booked`` gave in this transaction already).  Call inside the ledger
     transaction: that serialises the engine's use.
     """
-    kept = devices if isinstance(devices, _DeviceSet) else device_set(devices)
+    kept = devices if isinstance(devices, DeviceSet) else device_set(devices)
     cluster = cluster or booked(kept, view)
     engine = kept.engines.get((str(policy), str(policies)))
     if engine is None:
@@ -247,7 +150,7 @@ def allocate(
 
 
 def _allocate_in(
-    kept: _DeviceSet,
+    kept: DeviceSet,
     request: ResourceRequest | Placement,
     policy: Policy | str | None,
     policies: str | Path | None,
@@ -297,7 +200,7 @@ def _learn(view: LedgerView, config: HamiConfig, request: ResourceRequest, polic
 def _commit(
     view: LedgerView,
     placement: Placement,
-    kept: _DeviceSet,
+    kept: DeviceSet,
     cluster: ClusterState,
     identity: dict[str, str],
     handle_id: str | None,

@@ -4,7 +4,7 @@ Allocations survive a restart of the managing process.  ``BEGIN IMMEDIATE``
 takes SQLite's write lock before the capacity check reads anything, which
 serialises allocators across threads and processes: the check-then-insert
 cannot interleave with another writer.  Writers first take their turn on a
-lock file beside the ledger (``<ledger>.lock``), which wakes a waiter within a
+lock file beside the ledger (``ledger.turns``), which wakes a waiter within a
 millisecond where SQLite's busy handler would sleep up to 100 ms.
 
 The file carries its schema version in ``PRAGMA user_version``
@@ -17,9 +17,7 @@ event log, the observers' last-seen state and the usage samples.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import random
 import sqlite3
 import threading
@@ -33,6 +31,7 @@ from hami_devices.errors import LedgerSchemaError, LedgerUnavailable, UnknownAll
 from hami_devices.ledger.base import Ledger, LedgerView
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.paths import default_busy_timeout
+from hami_devices.ledger.turns import WriterTurns
 from hami_devices.models import DeviceHandle, Grant
 
 SCHEMA_VERSION = 2
@@ -250,7 +249,7 @@ class SqliteLedger(Ledger):
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
-        self._turn_fds: list[int] = []
+        self._turns = WriterTurns(self.path, self._timeout)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -349,7 +348,7 @@ class SqliteLedger(Ledger):
     @contextmanager
     def transaction(self) -> Iterator[LedgerView]:
         conn = self._connection()
-        with self._writers_turn():
+        with self._turns.turn():
             with self._errors():
                 conn.execute("BEGIN IMMEDIATE")
             try:
@@ -362,52 +361,6 @@ class SqliteLedger(Ledger):
                 raise
             with self._errors():
                 conn.execute("COMMIT")
-
-    @contextmanager
-    def _writers_turn(self) -> Iterator[None]:
-        """Writers of this release queue on a lock file beside the ledger before taking SQLite's write lock.
-
-        SQLite's own busy handler sleeps in growing steps (up to 100 ms) while another writer holds
-        the lock, so with a few writers a commit can wait far longer than the commits ahead of it
-        took; a waiter here retries within a millisecond.  The lock goes with the process that holds
-        it, killed or not.  Where the lock file cannot be made, SQLite's lock alone serialises.
-        """
-        fd = self._turn_fd()
-        if fd is None:
-            yield
-            return
-        deadline = time.monotonic() + self._timeout
-        pause = 0.0001
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LedgerUnavailable(
-                        f"ledger {self.path} is locked by another process (waited {self._timeout:g} s; "
-                        "HAMI_LEDGER_TIMEOUT sets the wait)"
-                    ) from None
-                time.sleep(pause)
-                pause = min(2 * pause, 0.001)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-
-    def _turn_fd(self) -> int | None:
-        """This thread's own descriptor of the lock file (a lock held through another thread's one excludes it)."""
-        fd: int | None = getattr(self._local, "turn_fd", None)
-        if fd is None and not getattr(self._local, "no_turn", False):
-            try:
-                fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError:
-                self._local.no_turn = True
-                return None
-            self._local.turn_fd = fd
-            with self._lock:
-                self._turn_fds.append(fd)
-        return fd
 
     @contextmanager
     def reading(self) -> Iterator[LedgerView]:
@@ -429,8 +382,5 @@ class SqliteLedger(Ledger):
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
-            for fd in self._turn_fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            self._turn_fds.clear()
         self._local = threading.local()
+        self._turns.close()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from hami_devices.accounting import DeviceUsage
@@ -21,6 +19,7 @@ from hami_devices.models import DeviceHandle, DeviceInfo, Grant, ResourceRequest
 from hami_devices.rounding import GrantRule
 from hami_devices.rules import NODE_RULES, USAGE_CODES, HostDemand, Rule, check_grant, failures
 from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
+from hami_devices.scheduling.bookings import Booking, PlacementState, takes_none
 from hami_devices.scheduling.plans import Plans
 from hami_devices.scheduling.tables import UNBOUNDED, NodeState
 
@@ -37,37 +36,6 @@ __all__ = [
 
 
 _HOST_LIMITS = tuple(r for r in NODE_RULES if r.limit is not None)
-_AMOUNT_OF = {ReasonCode.CARD_INSUFFICIENT_MEMORY: "memory_mib", ReasonCode.CARD_INSUFFICIENT_CORE: "cores"}
-
-
-def _takes_none(grant: Grant, code: ReasonCode) -> bool:
-    """Whether ``grant`` takes none of the amount ``code`` limits (then it is not what broke it)."""
-    amount = _AMOUNT_OF.get(code)
-    return amount is not None and getattr(grant, amount) == 0
-
-
-class PlacementState(StrEnum):
-    ASSUMED = "assumed"
-    CONFIRMED = "confirmed"
-
-
-@dataclass
-class Booking:
-    """What one placement holds in the cluster (the engine's ``Placement`` carries the why).
-
-    ``node`` hosts the task; ``host_nodes`` are every node charged the host CPU and
-    memory, once each (a placement split over nodes runs a process on each).
-    """
-
-    id: str
-    node: str
-    grants: list[Grant]
-    host_cpu_milli: int
-    host_memory_mib: int
-    preemptible: bool
-    state: PlacementState
-    request: ResourceRequest | None = None
-    host_nodes: tuple[str, ...] = ()
 
 
 class ClusterState(Plans):
@@ -266,19 +234,7 @@ class ClusterState(Plans):
         grants = list(handle.grants)
         host_nodes = tuple(dict.fromkeys([host, *(g.node for g in grants)]))
         broken = {} if verified else self._broken(grants, host_nodes, request)
-        booking = self._hold(
-            Booking(
-                id=handle.id,
-                node=host,
-                grants=grants,
-                host_cpu_milli=request.host_cpu_milli,
-                host_memory_mib=request.host_memory_mib,
-                preemptible=request.preemptible,
-                state=PlacementState.CONFIRMED,
-                request=request,
-                host_nodes=host_nodes,
-            )
-        )
+        booking = self._hold(Booking.confirmed(handle.id, host, grants, request, host_nodes))
         if broken:
             self.conflicts[handle.id] = broken
         return booking
@@ -292,7 +248,7 @@ class ClusterState(Plans):
         taken = [r for r in _HOST_LIMITS if r.limit is not None and r.limit.need(demand) > 0]
         broken = self._host_failures(host_nodes, demand, taken)
         for grant, (uuid, codes) in zip(grants, self._grant_failures(grants, every=True).items(), strict=True):
-            codes = [c for c in codes if c in USAGE_CODES and not _takes_none(grant, c)]
+            codes = [c for c in codes if c in USAGE_CODES and not takes_none(grant, c)]
             if codes:
                 broken[uuid] = codes
         return broken
@@ -300,13 +256,7 @@ class ClusterState(Plans):
     def host_refusals(self, names: Iterable[str], host: HostDemand) -> dict[str, list[ReasonCode]]:
         """Every node rule (selector, taints, schedulable, CPU, memory) each of the nodes ``names`` breaks for
         a process taking ``host`` there now; nodes that pass are left out."""
-        found: dict[str, list[ReasonCode]] = {}
-        for name in names:
-            nrow = self._node_index[self._node(name).name]
-            codes = failures(NODE_RULES, self.node_view(slice(nrow, nrow + 1)), host)
-            if codes:
-                found[name] = codes
-        return found
+        return self._host_failures(list(names), host, NODE_RULES)
 
     def unbook(self, handle: DeviceHandle | str) -> Booking:
         """Forget a mirrored allocation after its release."""

@@ -6,7 +6,8 @@ thread draws requests from its own random stream and commits each one either dir
 it refreshes only now and then (so it is often stale), then committed as that placement.  It releases one
 of its live allocations now and then.  Every commit and release is printed (``granted ID`` /
 ``released ID``) only after the ledger committed it, so whatever the parent reads was durable before the
-line was written; the parent SIGKILLs the process at any moment.
+line was written, and ``releasing ID`` before a release starts; the parent SIGKILLs the process at any
+moment.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ def churn(seed: int, devices: list[hd.Device], ledger: Ledger) -> None:
     while True:
         if mine and rng.random() < 0.35:
             handle = mine.pop(rng.randrange(len(mine)))
+            say(f"releasing {handle.id}")  # a kill between the release and the next line leaves it unsaid
             hd.release(handle)
             say(f"released {handle.id}")
             continue

@@ -28,12 +28,14 @@ LAYERS: list[tuple[str, ...]] = [
         "hami_devices.ledger", "hami_devices.limiter", "hami_devices.node_identity", "hami_devices.nodeconfig",
     ),
     (  # 2. vendor adapters and devices
-        "hami_devices.isolation", "hami_devices.monitoring", "hami_devices.device", "hami_devices.simulated",
+        "hami_devices.isolation", "hami_devices.holdings", "hami_devices.monitoring", "hami_devices.device",
+        "hami_devices.simulated",
         "hami_devices.adapter", "hami_devices.registry", "hami_devices.discovery", "hami_devices.sizing",
     ),
     ("hami_devices.scheduling",),  # 3. cluster state and the engine
     (  # 4. allocation, release, ledgers
-        "hami_devices.assembly", "hami_devices.allocation", "hami_devices.releasing", "hami_devices.lifecycle",
+        "hami_devices.assembly", "hami_devices.device_sets", "hami_devices.allocation", "hami_devices.releasing",
+        "hami_devices.lifecycle",
     ),
     ("hami_devices",),  # the package facade: the public names of the layers above, for everything below
     (  # 5. consumers

@@ -135,11 +135,12 @@ def test_many_writers_never_overbook_lose_or_double_a_grant(ledger_target: Ledge
     assert not [line for line in lines if line.startswith("error")], lines
     granted = {line.split()[1] for line in lines if line.startswith("granted")}
     released = {line.split()[1] for line in lines if line.startswith("released")}
+    releasing = {line.split()[1] for line in lines if line.startswith("releasing")}  # killed meanwhile: either
     assert len(granted) >= 20 and released, f"too little happened: {len(granted)} grants, {len(released)} releases"
 
     rows = read_rows(path)
     live = set(rows.allocations)
-    assert granted - released <= live, "a commit that was reported is missing: a lost grant"
+    assert granted - releasing <= live, "a commit that was reported is missing: a lost grant"
     assert not released & live, "a release that was reported did not stick"
     # every grant row belongs to a live allocation and repeats exactly its grants: no double or orphan grant
     by_handle: dict[str, list[dict[str, Any]]] = defaultdict(list)
