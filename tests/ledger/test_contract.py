@@ -347,14 +347,14 @@ def test_a_ledger_from_a_newer_release_is_refused(ledger_target: LedgerTarget) -
 def test_a_writer_waits_for_the_one_before_and_sees_its_commit(ledger_target: LedgerTarget) -> None:
     first, second = open_ledger(ledger_target), open_ledger(ledger_target)  # two schedulers' connections
     entered = threading.Event()
-    committed_at: list[float] = []
+    leaving_at: list[float] = []
 
     def hold() -> None:
         with first.transaction() as view:
             view.add(_handle("first", _grant("GPU-1", 1)))
             entered.set()
             time.sleep(0.5)
-        committed_at.append(time.monotonic())
+            leaving_at.append(time.monotonic())  # still holding the lock: it goes with the commit below
 
     holder = threading.Thread(target=hold)
     holder.start()
@@ -365,7 +365,7 @@ def test_a_writer_waits_for_the_one_before_and_sees_its_commit(ledger_target: Le
         view.add(_handle("second", _grant("GPU-1", 1)))
     holder.join()
     assert seen == ["first"]  # its check ran after the first commit, never beside it
-    assert got_in_at >= committed_at[0] - 0.05
+    assert got_in_at >= leaving_at[0]
     assert {h.id for h in first.handles()} == {"first", "second"}
     first.close()
     second.close()
