@@ -26,9 +26,17 @@ serialisable transactions with retry because:
   commit (PostgreSQL makes a commit visible before it releases its locks).  A
   REPEATABLE READ snapshot would be taken before the lock wait and miss it.
 
-The price is the same as SQLite's: commits from every host go one at a time,
-each with its WAL flush, so a commit keeps its round trips under the lock few
-(``postgresql_view.py``); bench/ledger.py measures 1 to 8 writers.
+The price is that commits from every host go one at a time, so a commit keeps
+its round trips under the lock few (``postgresql_view.py``) and does not hold
+the lock through its WAL flush: it commits with ``synchronous_commit = off``,
+which makes it visible and hands the lock on at once, then waits for the flush
+in a second, tiny transaction (a transactional ``pg_logical_emit_message``,
+flushed at the session's own ``synchronous_commit``) before ``transaction()``
+returns.  The WAL is written in commit order, so whatever is flushed is a
+prefix of the commits: a server crash can lose only commits whose callers were
+still waiting, never one that another writer's durable commit relied on, and
+the flushes of several writers are shared (group commit).  bench/ledger.py
+measures 1 to 8 writers.
 
 Readers (``reading()``) take no lock: one REPEATABLE READ, READ ONLY snapshot.
 A transaction opened inside another on the same thread is refused (PostgreSQL
@@ -70,6 +78,14 @@ from hami_devices.ledger.sqlite import SCHEMA_VERSION
 from hami_devices.ledger.urls import redacted, scrubbed
 
 _BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITER_LOCK_KEY})"
+# a commit that lets the next writer in before its WAL flush; the caller waits for the flush after (_FLUSHED)
+_BEGIN_COMMIT_FIRST = (
+    f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off; "
+    f"SELECT pg_advisory_xact_lock({WRITER_LOCK_KEY})"
+)
+# waits, at the session's synchronous_commit, until the WAL is flushed past this message, which follows the
+# commit before it: a transactional message is the least a transaction can write to have a commit to flush
+_FLUSHED = "BEGIN; SELECT pg_logical_emit_message(true, 'hami-devices', ''); COMMIT"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
@@ -221,9 +237,10 @@ class PostgresLedger(Ledger):
 
     @contextmanager
     def transaction(self) -> Iterator[LedgerView]:
-        conn = self._begin(_BEGIN_WRITE)
+        conn = self._begin(_BEGIN_COMMIT_FIRST)
+        view = PostgresView(conn, self._row_versions())
         try:
-            yield PostgresView(conn, self._row_versions())
+            yield view
         except psycopg.Error as exc:
             self._rollback(conn)
             raise self._unusable(exc) from None
@@ -231,7 +248,9 @@ class PostgresLedger(Ledger):
             self._rollback(conn)
             raise
         with self._errors(conn):
-            conn.execute("COMMIT")
+            conn.execute("COMMIT")  # the lock goes now; the next writer sees this commit
+            if view.wrote:
+                conn.execute(_FLUSHED)  # ...and this caller returns only once it is durable
 
     @contextmanager
     def reading(self) -> Iterator[LedgerView]:

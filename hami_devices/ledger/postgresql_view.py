@@ -30,6 +30,7 @@ class PostgresView(LedgerView):
         self._conn = conn
         self._versions = versions
         self._listed: dict[str, str] | None = None  # id -> xmin of the live allocations, once handle_ids ran
+        self.wrote = False  # whether the commit has anything to make durable
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self._conn.execute(sql, args).fetchall())
@@ -59,6 +60,7 @@ class PostgresView(LedgerView):
             self._versions.put(*row)
 
     def add(self, handle: DeviceHandle) -> None:
+        self.wrote = True
         body = handle.model_dump_json()
         # one statement for the allocation and all its grants: one round trip however many devices
         self._conn.execute(
@@ -72,6 +74,7 @@ class PostgresView(LedgerView):
             self._versions.put(handle.id, _WRITTEN_HERE, body)
 
     def remove(self, handle_id: str) -> DeviceHandle:
+        self.wrote = True
         rows = self._rows("DELETE FROM allocations WHERE id = %s RETURNING body", (handle_id,))  # grants cascade
         self._versions.drop(handle_id)
         if self._listed is not None:
@@ -98,6 +101,7 @@ class PostgresView(LedgerView):
             self._versions.put(*row)
 
     def record_event(self, event: Event) -> Event:
+        self.wrote = True
         (seq,) = self._rows(
             "INSERT INTO events (time, kind, allocation_id, uuid, node, data) VALUES (%s, %s, %s, %s, %s, %s) "
             "RETURNING seq",
@@ -140,6 +144,7 @@ class PostgresView(LedgerView):
         return int(self._rows("SELECT COALESCE(MAX(seq), 0) FROM events")[0][0])
 
     def prune(self, before: float) -> int:
+        self.wrote = True
         lifecycle = [str(k) for k in (EventKind.GRANTED, EventKind.RELEASED, EventKind.EVICTED)]
         ended = [str(k) for k in (EventKind.RELEASED, EventKind.EVICTED)]
         cursor = self._conn.execute(
@@ -160,6 +165,7 @@ class PostgresView(LedgerView):
         return {key: (at, json.loads(value)) for key, at, value in rows}
 
     def set_observation(self, key: str, observed_at: float, value: Any | None) -> None:
+        self.wrote = True
         if value is None:
             self._conn.execute("DELETE FROM observations WHERE key = %s", (key,))
             return
@@ -170,6 +176,7 @@ class PostgresView(LedgerView):
         )
 
     def add_usage(self, samples: Sequence[UsageSample]) -> None:
+        self.wrote = True
         if not samples:
             return
         with self._conn.cursor() as cursor:

@@ -159,3 +159,17 @@ def test_the_same_tables_and_columns_as_the_sqlite_ledger(postgres_url: str, tmp
         ).fetchall()
     in_postgresql = {(t, c) for t, c in rows if t != "ledger_schema"}  # where SQLite has PRAGMA user_version
     assert in_postgresql == in_sqlite
+
+
+def test_a_write_returns_only_once_its_commit_is_flushed(postgres_server: PostgresServer, postgres_url: str) -> None:
+    """Writers hand the lock on at COMMIT, before the WAL flush, and wait for the flush after it (group commit):
+    when ``transaction()`` returns, the WAL is flushed past everything the transaction wrote."""
+    ledger = PostgresLedger(postgres_url)
+    with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
+        for n in range(20):
+            with ledger.transaction() as view:
+                view.record_event(Event(kind="device.health", data={"n": n, "pad": "x" * 2000}))
+                (written,) = admin.execute("SELECT pg_current_wal_insert_lsn()").fetchone()  # past those rows
+            (flushed,) = admin.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (written,)).fetchone()
+            assert flushed, n
+    ledger.close()
