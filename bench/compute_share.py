@@ -1,6 +1,9 @@
 """Compute shares on the calibrated fake driver; prints one JSON object.
 
-    python bench/compute_share.py [--quick]
+    python bench/compute_share.py [--quick] [--update-doc docs/compute-shares.md]
+
+``--update-doc`` writes this run's figures into the calibrated-fake column of the document's table (the cells
+marked ``<!-- fake: KEY -->``), so the figures there always come from a run.
 
 Every tenant is a real process (tests/limiter/progs/compute_load.c) on the fake libcuda, with the shipped
 CUDA shim preloaded and the fake libnvidia-ml on its library path, as a workload runs on an NVIDIA host.
@@ -27,9 +30,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -45,12 +50,56 @@ def target(value: float | None, bound: float, op: str) -> dict[str, object]:
     return {"value": None if value is None else round(value, 3), "bound": bound, "op": op, "met": met}
 
 
+KERNEL_US = {"tiny": 2.0, "medium": 57.0, "big": 2680.0}
+DECODE_TOKEN_US = 688.0  # tests/limiter/progs/compute_load.c: the 20 kernels of one token
+
+
+def doc_cells(out: dict[str, Any]) -> dict[str, str]:
+    """The calibrated-fake column of docs/compute-shares.md, by placeholder key."""
+    cells: dict[str, str] = {}
+    bare, alone, targets = out["bare_device_pct"], out["alone"], out["targets"]
+    for kind in KINDS:
+        per_unit = KERNEL_US.get(kind, DECODE_TOKEN_US)
+        cells[f"{kind}_bare"] = f"{bare[kind] / 100 / per_unit * 1e6:,.0f}/s; B {bare[kind]:.1f} %"
+        for limit in LIMITS:
+            got = alone[f"{kind}_cap{limit}"]
+            bound = targets[f"{kind}_cap{limit}_throughput"]["bound"]
+            cells[f"{kind}_cap{limit}"] = f"{got['pct_of_bare']:.1f} % (>= {bound:.1f}); {got['device_pct']:.1f} %"
+    for key, name in (("two_cap50", "two_cap_50"), ("two_share50", "two_share_50")):
+        a, b = out[name]["first_pct_of_solo"], out[name]["second_pct_of_solo"]
+        cells[key] = f"{a:.1f}, {b:.1f}, {a + b:.1f}"
+    free = out["cap_30_vs_free"]
+    cells["cap30_unlimited"] = f"{free['capped_pct_of_solo']:.1f}, {free['free_pct_of_solo']:.1f}"
+    arrival = out["share_arrival_30_70"]
+    cells["share30_alone"] = f"{targets['share_alone_30']['value']:.1f}"
+    settle = arrival["settle_s"]
+    cells["share_arrival_converge"] = (
+        f"{'not within 5 s' if settle is None else f'{settle:.2f} s'}; then {arrival['first_pct']:.1f} % and "
+        f"{arrival['second_pct']:.1f} %"
+    )
+    launch = out["launch_path"]
+    cells["launch_no_limit"] = (
+        f"{launch['shim_ns'] / 1000:.2f}, {launch['bare_ns'] / 1000:.2f}, "
+        f"{(launch['shim_ns'] - launch['bare_ns']) / 1000:+.2f} us"
+    )
+    cells["hami_core_force30"] = "n/a (HAMi-core does not run on the fake)"
+    return cells
+
+
+def update_doc(path: Path, cells: dict[str, str]) -> None:
+    text = path.read_text()
+    for key, value in cells.items():
+        text = re.sub(rf"<!-- fake: {key} -->[^|\n]*", f"<!-- fake: {key} --> {value} ", text)
+    path.write_text(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter windows")
+    parser.add_argument("--update-doc", type=Path, help="write the figures into this document's fake column")
     args = parser.parse_args()
     warmup, window = (1.0, 1.5) if args.quick else (1.5, 3.0)
-    out: dict[str, object] = {"warmup_s": warmup, "window_s": window}
+    out: dict[str, Any] = {"warmup_s": warmup, "window_s": window}
     targets: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory(prefix="hami-compute-share-") as tmp:
         os.chmod(tmp, 0o700)
@@ -114,6 +163,8 @@ def main() -> None:
     out["load_average"] = os.getloadavg()
     out["targets"] = targets
     out["all_met"] = all(t["met"] for t in targets.values())
+    if args.update_doc:
+        update_doc(args.update_doc, doc_cells(out))
     print(json.dumps(out))
 
 

@@ -193,19 +193,23 @@ static uint64_t per_process(const hami_region *r, int device, int *unsupported) 
     return seen ? total : UINT64_MAX; /* the first samples only open the count */
 }
 
-/* Device-wide reading: utilization of the last sample period, integrated since the last reading. */
-static uint64_t device_wide(const hami_region *r, int device) {
-    hami_region_device *d = &r->shm->dev[device];
+/* Device-wide reading: utilization of the last sample period, integrated since the last reading into
+ * one of the region's counts (*busy, read at *at). */
+static uint64_t integrate_rates(int device, uint64_t *busy, uint64_t *at) {
     nvmlUtilization_t u;
     if (!nv.rates || nv.rates(g_dev[device], &u) != NVML_SUCCESS) return UINT64_MAX;
-    uint64_t now = hami_now_ns(), last = LOAD(d->nvml_rates_ns);
-    if (!__atomic_compare_exchange_n(&d->nvml_rates_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        return UINT64_MAX;
+    uint64_t now = hami_now_ns(), last = __atomic_load_n(at, __ATOMIC_ACQUIRE);
+    if (!__atomic_compare_exchange_n(at, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return UINT64_MAX;
     if (!last) return UINT64_MAX;
     uint64_t dt = now - last;
     if (dt > MAX_PERIOD_US * 1000ull) dt = MAX_PERIOD_US * 1000ull;
     uint32_t gpu = u.gpu > 100 ? 100 : u.gpu;
-    return __atomic_add_fetch(&d->nvml_busy_ns, dt * gpu / 100, __ATOMIC_ACQ_REL);
+    return __atomic_add_fetch(busy, dt * gpu / 100, __ATOMIC_ACQ_REL);
+}
+
+static uint64_t device_wide(const hami_region *r, int device) {
+    hami_region_device *d = &r->shm->dev[device];
+    return integrate_rates(device, &d->nvml_busy_ns, &d->nvml_rates_ns);
 }
 
 static uint64_t nvml_busy(const hami_region *r, int device, int by_index_ok) {
@@ -239,18 +243,9 @@ uint64_t hami_busy_from_nvml(const hami_region *r, int device) { return nvml_bus
 static uint64_t device_busy_nvml(const hami_region *r, int device) {
     if (!hami_nvml_available() || device < 0 || device >= HAMI_REGION_MAX_DEVICES || device >= r->device_count)
         return UINT64_MAX;
-    if (!resolve(device, !fake_state_named()) || !nv.rates) return UINT64_MAX;
+    if (!resolve(device, !fake_state_named())) return UINT64_MAX;
     hami_region_device *d = &r->shm->dev[device];
-    nvmlUtilization_t u;
-    if (nv.rates(g_dev[device], &u) != NVML_SUCCESS) return UINT64_MAX;
-    uint64_t now = hami_now_ns(), last = LOAD(d->nvml_dev_rates_ns);
-    if (!__atomic_compare_exchange_n(&d->nvml_dev_rates_ns, &last, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        return UINT64_MAX;
-    if (!last) return UINT64_MAX;
-    uint64_t dt = now - last;
-    if (dt > MAX_PERIOD_US * 1000ull) dt = MAX_PERIOD_US * 1000ull;
-    uint32_t gpu = u.gpu > 100 ? 100 : u.gpu;
-    return __atomic_add_fetch(&d->nvml_dev_busy_ns, dt * gpu / 100, __ATOMIC_ACQ_REL);
+    return integrate_rates(device, &d->nvml_dev_busy_ns, &d->nvml_dev_rates_ns);
 }
 
 /* ---- selection ---- */

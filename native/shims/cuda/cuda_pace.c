@@ -1,20 +1,21 @@
 /* Launches timed on the device, for the compute pacer (native/core/pacer.c).
  *
- * A launch is charged the device time it takes.  The shim learns that per kernel shape (function or
- * graph, grid, block, shared memory): it brackets a shape's first launches, and after that one in
- * PROBE_EVERY or one each PROBE_GAP_NS, whichever comes first, with two events recorded on the launch's own stream.  In stream order the first event
- * completes when the work queued before the launch is done and the second when the launch is, so
- * their elapsed time is what the launch held the device for, whatever ran before it.  Launches of a
- * shape whose first timing has not arrived yet are charged when it does (a true-up), so nothing
- * runs uncharged.  A probe drains the stream first, so that its first event completes as it is
- * submitted and the kernel once the launch is: the launch's own host time (about 5 us on an H200, as
- * much as a small kernel's run), measured around the call, is taken off the timing.  The estimate falls fast and rises slowly: a timing stretched by another context
- * time-slicing with this one says less about the kernel than a short one (the pacer's reading
- * corrects what stretched timings still overstate).
+ * A launch is charged the device time it takes.  The shim learns that per kernel shape (function or graph,
+ * grid, block, shared memory): it brackets a shape's first launches, and after that one in PROBE_EVERY or
+ * one each PROBE_GAP_NS, whichever comes first, with two events recorded on the launch's own stream.  In
+ * stream order the first event completes when the work queued before the launch is done and the second
+ * when the launch is, so their elapsed time is what the launch held the device for, whatever ran before
+ * it.  A probe drains the stream first, so that its first event completes as it is submitted and the
+ * kernel once the launch is: the launch's own host time (about 5 us on an H200, as much as a small
+ * kernel's run), measured around the call, is taken off the timing.  Launches of a shape whose first
+ * timing has not arrived yet are charged when it does (a true-up), so nothing runs uncharged.  The
+ * estimate falls fast and rises slowly: a timing stretched by another context time-slicing with this one
+ * says less about the kernel than a short one (the pacer's reading corrects what stretched timings still
+ * overstate).
  *
- * Probing costs two event records per probe, only on the launches of a compute-limited device,
- * and never on a stream being captured into a graph (the captured launches run later, as the
- * graph's launch, which is charged by its own shape). */
+ * Probing costs two event records and a drained stream per probe, only on the launches of a compute-
+ * limited device, and never on a stream being captured into a graph (the captured launches run later, as
+ * the graph's launch, which is charged by its own shape). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
