@@ -35,8 +35,9 @@ flushed at the session's own ``synchronous_commit``) before ``transaction()``
 returns.  The WAL is written in commit order, so whatever is flushed is a
 prefix of the commits: a server crash can lose only commits whose callers were
 still waiting, never one that another writer's durable commit relied on, and
-the flushes of several writers are shared (group commit).  bench/ledger.py
-measures 1 to 8 writers.
+the flushes of several writers are shared (group commit).  Where the server
+refuses that function (a restricted service), each commit holds the lock
+through its own flush instead.  bench/ledger.py measures 1 to 8 writers.
 
 Readers (``reading()``) take no lock: one REPEATABLE READ, READ ONLY snapshot.
 A transaction opened inside another on the same thread is refused (PostgreSQL
@@ -104,6 +105,7 @@ class PostgresLedger(Ledger):
         self._lock = threading.Lock()
         self._connections: list[tuple[int, Connection]] = []
         self._migrate()
+        self._commit_first = self._can_wait_for_flush()
 
     # ---- errors ----
 
@@ -227,6 +229,20 @@ class PostgresLedger(Ledger):
         with self._errors(conn):
             conn.execute("COMMIT")
 
+    def _can_wait_for_flush(self) -> bool:
+        """Whether this server lets a writer wait for its flush after COMMIT (some services restrict the
+        function it uses); where not, each commit holds the writers' lock through its own flush instead."""
+        conn = self._connection()
+        try:
+            conn.execute(_FLUSHED)
+        except psycopg.OperationalError as exc:  # the server went away: that, not the function, is the news
+            self._rollback(conn)
+            raise self._unusable(exc) from None
+        except psycopg.Error:
+            self._rollback(conn)
+            return False
+        return True
+
     @property
     def schema_version(self) -> int:
         with self.reading() as view:
@@ -237,7 +253,7 @@ class PostgresLedger(Ledger):
 
     @contextmanager
     def transaction(self) -> Iterator[LedgerView]:
-        conn = self._begin(_BEGIN_COMMIT_FIRST)
+        conn = self._begin(_BEGIN_COMMIT_FIRST if self._commit_first else _BEGIN_WRITE)
         view = PostgresView(conn, self._row_versions())
         try:
             yield view
@@ -249,8 +265,15 @@ class PostgresLedger(Ledger):
             raise
         with self._errors(conn):
             conn.execute("COMMIT")  # the lock goes now; the next writer sees this commit
-            if view.wrote:
+        if self._commit_first and view.wrote:
+            try:
                 conn.execute(_FLUSHED)  # ...and this caller returns only once it is durable
+            except psycopg.Error as exc:
+                self._rollback(conn)
+                raise LedgerUnavailable(
+                    f"ledger {self.display_url}: the commit was made, but the server could not confirm that it "
+                    f"is on disk ({scrubbed(str(exc), self.url)})"
+                ) from None
 
     @contextmanager
     def reading(self) -> Iterator[LedgerView]:

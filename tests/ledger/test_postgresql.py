@@ -173,3 +173,23 @@ def test_a_write_returns_only_once_its_commit_is_flushed(postgres_server: Postgr
             (flushed,) = admin.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (written,)).fetchone()
             assert flushed, n
     ledger.close()
+
+
+def test_where_the_flush_cannot_be_awaited_after_commit_each_commit_holds_the_lock_through_it(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    role = f"plain_{os.getpid()}_{abs(hash(postgres_url)) % 10**6}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:  # as a managed service might restrict it
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+        admin.execute(f"GRANT CREATE, USAGE ON SCHEMA public TO {role}")
+        admin.execute("REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC")
+        url = postgres_url.replace(postgres_url.split("@")[0], f"postgresql://{role}:pw")
+        with psycopg.connect(url) as plain, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            plain.execute("SELECT pg_logical_emit_message(true, 'x', '')")
+        ledger = PostgresLedger(url)
+        with ledger.transaction() as view:
+            view.record_event(Event(kind="device.health"))
+            (written,) = admin.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        (flushed,) = admin.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (written,)).fetchone()
+    assert flushed and [e.seq for e in ledger.events()] == [1]
+    ledger.close()
