@@ -163,8 +163,12 @@ def test_the_same_tables_and_columns_as_the_sqlite_ledger(postgres_url: str, tmp
 
 def test_a_write_returns_only_once_its_commit_is_flushed(postgres_server: PostgresServer, postgres_url: str) -> None:
     """Writers hand the lock on at COMMIT, before the WAL flush, and wait for the flush after it (group commit):
-    when ``transaction()`` returns, the WAL is flushed past everything the transaction wrote."""
-    ledger = PostgresLedger(postgres_url)
+    when ``transaction()`` returns, the WAL is flushed past everything the transaction wrote.
+
+    The wait is at the session's ``synchronous_commit``; the test server runs with it off (for speed), so this
+    ledger's sessions ask for it on, as a durable server's default is."""
+    separator = "&" if "?" in postgres_url else "?"
+    ledger = PostgresLedger(f"{postgres_url}{separator}options=-c%20synchronous_commit%3Don")
     with psycopg.connect(postgres_server.url(), autocommit=True) as admin:
         for n in range(20):
             with ledger.transaction() as view:
