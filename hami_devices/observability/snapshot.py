@@ -12,6 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,15 +150,23 @@ class Sampler:
     def _snapshot(self) -> Snapshot:
         started = time.time()
         deadline = time.monotonic() + self.timeout_s
-        outcomes = run_all({LEDGER: self._ledger_collector, **self._vendor_collectors}, self.timeout_s)
+        # The regions to read come from the ledger, so the limiter starts once the ledger has answered, and then
+        # shares the vendors' deadline: a hung vendor library must not leave the limiter no time at all.
+        vendors = {name: c.start() for name, c in self._vendor_collectors.items()}
+        outcomes = run_all({LEDGER: self._ledger_collector}, self.timeout_s)
         ledger = outcomes[LEDGER].value
         handles = ledger.handles if ledger is not None else None
+        limiter = None
         if handles is not None:
             self._handles_for_regions = handles
+            limiter = self._limiter_collector.start()
+        pending = [f for f in [*vendors.values(), limiter] if f is not None]
+        if pending:
+            wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+        outcomes.update({name: self._vendor_collectors[name].outcome(f) for name, f in vendors.items()})
         regions: list[RegionReading] = []
         if handles is not None:
-            remaining = max(0.0, deadline - time.monotonic())
-            outcomes.update(run_all({LIMITER: self._limiter_collector}, remaining))
+            outcomes[LIMITER] = self._limiter_collector.outcome(limiter)
             regions = outcomes[LIMITER].value or []
         else:
             outcomes[LIMITER] = Outcome(LIMITER, False, 0.0, error="the ledger could not be read")
