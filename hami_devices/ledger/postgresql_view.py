@@ -10,6 +10,7 @@ import psycopg
 
 from hami_devices.errors import UnknownAllocation
 from hami_devices.ledger.base import LedgerView
+from hami_devices.ledger.event_query import events_query
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.row_versions import RowVersions
 from hami_devices.models import DeviceHandle, Grant
@@ -119,25 +120,15 @@ class PostgresView(LedgerView):
         kinds: Collection[str] | None = None,
         limit: int | None = None,
     ) -> list[Event]:
-        where: list[str] = ["seq > %s"]
-        args: list[Any] = [after_seq]
-        if since is not None:
-            where.append("time >= %s")
-            args.append(since)
-        if until is not None:
-            where.append("time < %s")
-            args.append(until)
-        if allocation_id is not None:
-            where.append("allocation_id = %s")
-            args.append(allocation_id)
-        if kinds is not None:
-            where.append("kind = ANY(%s::text[])")
-            args.append([str(k) for k in kinds])
-        sql = f"SELECT seq, time, kind, allocation_id, uuid, node, data FROM events WHERE {' AND '.join(where)}"
-        sql += " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT %s"
-            args.append(limit)
+        sql, args = events_query(
+            "%s",
+            after_seq=after_seq,
+            since=since,
+            until=until,
+            allocation_id=allocation_id,
+            kinds=kinds,
+            limit=limit,
+        )
         return [_event_from_row(r) for r in self._rows(sql, args)]
 
     def last_seq(self) -> int:

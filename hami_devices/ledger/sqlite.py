@@ -29,6 +29,7 @@ from typing import Any
 
 from hami_devices.errors import LedgerSchemaError, LedgerUnavailable, UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
+from hami_devices.ledger.event_query import events_query
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.paths import default_busy_timeout
 from hami_devices.ledger.turns import WriterTurns
@@ -155,26 +156,15 @@ class _SqliteView(LedgerView):
         kinds: Collection[str] | None = None,
         limit: int | None = None,
     ) -> list[Event]:
-        where: list[str] = ["seq > ?"]
-        args: list[Any] = [after_seq]
-        if since is not None:
-            where.append("time >= ?")
-            args.append(since)
-        if until is not None:
-            where.append("time < ?")
-            args.append(until)
-        if allocation_id is not None:
-            where.append("allocation_id = ?")
-            args.append(allocation_id)
-        if kinds is not None:
-            kinds = list(kinds)
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            args.extend(kinds)
-        sql = f"SELECT seq, time, kind, allocation_id, uuid, node, data FROM events WHERE {' AND '.join(where)}"
-        sql += " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
+        sql, args = events_query(
+            "?",
+            after_seq=after_seq,
+            since=since,
+            until=until,
+            allocation_id=allocation_id,
+            kinds=kinds,
+            limit=limit,
+        )
         return [_event_from_row(r) for r in self._conn.execute(sql, args)]
 
     def last_seq(self) -> int:
