@@ -178,7 +178,6 @@ void hami_cuda_pace_begin(hami_cuda_pace_ticket *t, uint64_t key, CUstream strea
         shape *s = &g_shapes[i];
         s->launches++;
         t->shape = i;
-        t->estimate_ns = s->samples ? s->est_ns : 0;
         uint64_t now = hami_now_ns();
         int due = s->samples < PROBE_FIRST || s->launches % PROBE_EVERY == 0 || now - s->probed_ns > PROBE_GAP_NS;
         if (due && !s->probing && can_time()) {

@@ -125,7 +125,6 @@ typedef struct hami_cuda_pace_ticket {
     int shape;
     int probe;
     uint64_t probe_at_ns;
-    uint64_t estimate_ns;
     CUstream stream;
 } hami_cuda_pace_ticket;
 uint64_t hami_cuda_shape_key(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
