@@ -72,6 +72,12 @@ def test_two_allocations_on_one_gpu_each_hold_their_share(drivers: Drivers, wenv
     more than was charged never raises the charges (native/core/pacer.c).  What it cannot do there is
     learn how much time-slicing with B stretched A's timings, so A errs on the side of less, never
     past its share.  (HAMi-core, steering by the device-wide reading alone, starves A there.)
+
+    How much less is bounded by what the estimates learn: a shape's estimate falls fast to its
+    shortest timings and rises slowly (native/shims/cuda/cuda_pace.c), so the stretch that stays in
+    A's charges is the part of its kernels that always overlapped someone's.  The promise for this
+    fallback (docs/compute-shares.md) is at least half the share: 15 %, where a host's load shifts
+    the phases of the three processes between about 20 % and 27 % on this machine.
     """
     groups = []
     for name, fixture, source in [
@@ -85,7 +91,7 @@ def test_two_allocations_on_one_gpu_each_hold_their_share(drivers: Drivers, wenv
         groups += [[launch(drivers, env, a), launch(drivers, env, a)], [launch(drivers, env, b)]]
     per_a, per_b, wide_a, wide_b = shares(groups)
     assert abs(per_a - 30) <= TOLERANCE and abs(per_b - 50) <= TOLERANCE, (per_a, per_b)
-    assert 30 - 2 * TOLERANCE <= wide_a <= 30 + TOLERANCE and abs(wide_b - 50) <= TOLERANCE, (wide_a, wide_b)
+    assert 30 / 2 <= wide_a <= 30 + TOLERANCE and abs(wide_b - 50) <= TOLERANCE, (wide_a, wide_b)
 
 
 def test_cuda_ordinals_are_matched_to_nvml_devices_by_uuid(drivers: Drivers, wenv: Env) -> None:
