@@ -30,11 +30,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.adapter import VendorAdapter
-from hami_devices.assembly import configure_engine
 from hami_devices.config import HamiConfig
 from hami_devices.device import Device, use_allocator
 from hami_devices.device_sets import DeviceSet, booked, device_set
+from hami_devices.engine_config import configure_engine
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
+from hami_devices.inputs import as_request
 from hami_devices.isolation import create_region, limits_enforced, remove_regions, with_core_policy
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
@@ -57,13 +58,7 @@ log = logging.getLogger(__name__)
 
 
 def coerce_request(request: ResourceRequest | Mapping[str, Any]) -> ResourceRequest:
-    if isinstance(request, ResourceRequest):
-        return request
-    if isinstance(request, Mapping):
-        return ResourceRequest.model_validate(dict(request))
-    raise InvalidRequest(
-        "<request>", f"expected a ResourceRequest, a mapping or a Placement, got {type(request).__name__}"
-    )
+    return as_request(request)
 
 
 def engine_for(
@@ -87,11 +82,16 @@ def engine_for(
     if engine is None:
         engine = configure_engine(cluster, kept.devices[0].adapter.config, policy=policy, policies=policies)
         kept.engines[(str(policy), str(policies))] = engine
+    continue_mix(engine, view)
+    return engine
+
+
+def continue_mix(engine: Engine, view: LedgerView) -> None:
+    """Continue ``engine``'s learned workload mix from the one the ledger keeps (when it learns one)."""
     if engine.learned_mix() is not None:
         learned = mixes.load_from(view)
         if learned is not None:
             engine.use_learned_mix(learned)
-    return engine
 
 
 def allocate(
@@ -117,7 +117,22 @@ def allocate(
     """
     if not devices:
         raise InsufficientResources("no devices to allocate from", permanent=True)
-    kept = device_set(devices)
+    return allocate_on(device_set(devices), request, policy=policy, policies=policies, metadata=metadata,
+                       handle_id=handle_id)
+
+
+def allocate_on(
+    kept: DeviceSet,
+    request: ResourceRequest | Mapping[str, Any] | Placement,
+    *,
+    policy: Policy | str | None = None,
+    policies: str | Path | None = None,
+    metadata: Mapping[str, str] | None = None,
+    handle_id: str | None = None,
+    engine: Engine | None = None,
+) -> DeviceHandle:
+    """``allocate`` on a device set; ``engine``: the engine that places a request (an engine built with a
+    ledger, whose cluster is the set's), instead of the set's own engine for ``policy``."""
     ledger, adapters = kept.ledger, kept.adapters
     if not isinstance(request, Placement):
         request = coerce_request(request)
@@ -131,7 +146,7 @@ def allocate(
                 with ledger.reading() as view:
                     booked(kept, view, note=False)
                 seen = kept.fetched
-            placement, handle = _allocate_in(kept, request, policy, policies, identity, handle_id)
+            placement, handle = _allocate_in(kept, request, policy, policies, identity, handle_id, engine)
             kept.others_wrote = seen + kept.fetched > 0
             if handle is not None:  # judged by every rule on exactly this state: booked as it is
                 assert kept.cluster is not None
@@ -156,6 +171,7 @@ def _allocate_in(
     policies: str | Path | None,
     identity: dict[str, str],
     handle_id: str | None,
+    engine: Engine | None = None,
 ) -> tuple[Placement | InsufficientResources, DeviceHandle | None]:
     """``allocate``'s ledger transaction: the placement and the handle committed, or the engine's refusal
     and None (returned, not raised: what the engine learned from the request commits all the same)."""
@@ -170,7 +186,10 @@ def _allocate_in(
             _learn(view, kept.devices[0].adapter.config, request.request, policy, policies)
             placement: Placement | InsufficientResources = request
         else:
-            engine = engine_for(kept, view, policy=policy, policies=policies, cluster=cluster)
+            if engine is None:
+                engine = engine_for(kept, view, policy=policy, policies=policies, cluster=cluster)
+            else:
+                continue_mix(engine, view)
             try:
                 placement = engine.place(request)
             except InsufficientResources as exc:

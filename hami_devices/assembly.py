@@ -10,26 +10,31 @@ policy and the workload mix.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from hami_devices.config import HamiConfig, load_config
-from hami_devices.discovery import complete_inventory, load_inventory_for
+from hami_devices.committing import LedgerCommitter
+from hami_devices.config import HamiConfig
+from hami_devices.device import Device
+from hami_devices.discovery import complete_inventory, discover, load_inventory_for
+from hami_devices.engine_config import configure_engine as configure_engine
+from hami_devices.inputs import as_config, check_inventory
 from hami_devices.inventory import Inventory
 from hami_devices.ledger import Ledger
 from hami_devices.ledger.conflicts import note_conflicts
-from hami_devices.models import RequestDefaults
 from hami_devices.nodeconfig import configure_inventory
 from hami_devices.registry import VendorRegistry, load_vendors
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine
 from hami_devices.scheduling.fgd import WorkloadMix
-from hami_devices.scheduling.mix import OnlineMix, declared_mix, load_from
-from hami_devices.scheduling.policies import Policy, configured_policies
+from hami_devices.scheduling.mix import load_from
+from hami_devices.scheduling.policies import Policy
 
 
 def build_engine(
     inventory: str | Path | Inventory,
-    config: HamiConfig | str | Path | None = None,
+    config: HamiConfig | Mapping[str, Any] | str | Path | None = None,
     *,
     policy: Policy | str | None = None,
     policies: str | Path | None = None,
@@ -43,18 +48,27 @@ def build_engine(
     counts) loaded with ``config``; each adapter is its vendor's rule (rounding,
     memory factor, core capacity); the policy is ``policy``, else the configured
     one, with the user policies of ``policy-files`` and ``policies``.  With
-    ``ledger`` its live allocations are booked (confirmed), as after a restart,
-    and the workload mix it keeps is continued.
+    ``ledger`` its live allocations are booked (confirmed), as after a restart, the
+    workload mix it keeps is continued, and the engine commits to it: ``engine.allocate``,
+    ``commit``, ``release`` and ``refresh`` (``hami_devices.committing``).  ``config``: a
+    ``HamiConfig``, a mapping of its keys or a YAML path.
     """
-    if not isinstance(config, HamiConfig):
-        config = load_config(config) if config is not None else HamiConfig()
+    config = as_config(config)
     registry = registry or load_vendors(config=config)
+    inventory = check_inventory(inventory)
     if not isinstance(inventory, Inventory):
         inventory = load_inventory_for(inventory, registry, config)
+    given = inventory
     inventory = complete_inventory(configure_inventory(inventory, config), registry)
     cluster = ClusterState.from_inventory(inventory, rules=registry.adapters)
     engine = configure_engine(cluster, config, policy=policy, policies=policies, mix=mix)
     if ledger is not None:
+        loaded, settings = registry, config
+
+        def devices_on(ledger: Ledger) -> list[Device]:
+            return discover(given, config=settings, ledger=ledger, registry=loaded)
+
+        engine.committer = LedgerCommitter(ledger, cluster, devices_on)
         with ledger.reading() as view:
             cluster.sync(view.handles())
             kept = load_from(view)
@@ -63,45 +77,4 @@ def build_engine(
                 note_conflicts(view, cluster.conflicts)
         if kept is not None:
             engine.use_learned_mix(kept)
-    return engine
-
-
-def configure_engine(
-    cluster: ClusterState,
-    config: HamiConfig,
-    *,
-    policy: Policy | str | None = None,
-    policies: str | Path | None = None,
-    mix: WorkloadMix | None = None,
-) -> Engine:
-    """An engine over ``cluster`` with the configuration's policies, defaults, user policies and workload mix.
-
-    ``policy`` (a command line's ``--policy``) sets both levels; else ``scheduler.device-policy`` and
-    ``scheduler.node-policy``, each defaulting to ``scheduler.policy``.  ``scheduler.default-*`` fill
-    the parts that omit them; ``keep-cpu-tasks-off-accelerators`` taints the nodes with devices.
-    ``scheduler.workload-mix``: a declared mix, or the online learner's settings and
-    a saved learned mix to continue from; ``mix`` (a declared mix) overrides it.
-    """
-    sched = config.scheduler
-    settings = sched.workload_mix
-    if mix is None and settings.mode == "declared":
-        mix = declared_mix([s.model_dump() for s in settings.shapes], source="scheduler.workload-mix")
-    user = configured_policies(sched.policy_files, policies)
-    device_policy = policy or sched.device_level_policy
-    node_policy = policy or sched.node_level_policy
-    cluster.taint_accelerators = sched.keep_cpu_tasks_off_accelerators
-    engine = Engine(
-        cluster,
-        device_policy,
-        node_policy=None if node_policy == device_policy else node_policy,
-        user_policies=user,
-        mix=mix,
-        defaults=RequestDefaults.parse_memory(sched.default_memory, sched.default_cores, sched.default_count),
-    )
-    if mix is None and engine.learned_mix() is not None:
-        engine.use_learned_mix(
-            OnlineMix.load(settings.file)
-            if settings.file
-            else OnlineMix(half_life=settings.half_life, max_shapes=settings.max_shapes)
-        )
     return engine

@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from hami_devices.assembly import build_engine
-from hami_devices.config import HamiConfig, load_config
+from hami_devices.config import HamiConfig
 from hami_devices.errors import InvalidRequest
+from hami_devices.inputs import as_config
 from hami_devices.inventory import Inventory
 from hami_devices.models import ResourceRequest
 from hami_devices.queueing.admission import LENDING_REASONS, judge_quota
@@ -65,15 +66,14 @@ class AdmissionLoop(Evictions):
         cls,
         inventory: str | Path | Inventory,
         queues: QueueFile | str | Path,
-        config: HamiConfig | str | Path | None = None,
+        config: HamiConfig | Mapping[str, Any] | str | Path | None = None,
         *,
         policy: str | None = None,
         policies: str | Path | None = None,
         **options: Any,
     ) -> AdmissionLoop:
         """The engine as ``hami-devices schedule`` builds it; evictions only when ``enable-preemptive`` is on."""
-        if not isinstance(config, HamiConfig):
-            config = load_config(config) if config is not None else HamiConfig()
+        config = as_config(config)
         engine = build_engine(inventory, config, policy=policy, policies=policies)
         options.setdefault("preemptive", config.scheduler.resource_allocation.enable_preemptive)
         return cls(engine, queues, **options)

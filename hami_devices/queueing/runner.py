@@ -25,10 +25,11 @@ from typing import Any
 
 from hami_devices.allocation import allocate, evict, release
 from hami_devices.assembly import configure_engine
-from hami_devices.config import HamiConfig, load_config
+from hami_devices.config import HamiConfig
 from hami_devices.device import Device
 from hami_devices.discovery import discover
 from hami_devices.errors import InsufficientResources, InvalidRequest
+from hami_devices.inputs import as_config
 from hami_devices.inventory import Inventory
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceHandle, ResourceRequest
@@ -60,7 +61,7 @@ class QueueRunner:
         cls,
         inventory: str | Path | Inventory,
         queues: QueueFile | str | Path,
-        config: HamiConfig | str | Path | None = None,
+        config: HamiConfig | Mapping[str, Any] | str | Path | None = None,
         *,
         ledger: Ledger | None = None,
         policy: str | None = None,
@@ -68,8 +69,7 @@ class QueueRunner:
     ) -> QueueRunner:
         """Devices from ``inventory`` (``hd.discover``), the loop's engine over them as ``configure_engine``
         builds it, evictions when ``enable-preemptive`` is on (``options`` go to ``AdmissionLoop``)."""
-        if not isinstance(config, HamiConfig):
-            config = load_config(config) if config is not None else HamiConfig()
+        config = as_config(config)
         devices = discover(inventory, config=config, ledger=ledger)
         engine = configure_engine(ClusterState.from_devices(devices, devices[0].ledger.handles()), config,
                                   policy=policy)

@@ -20,6 +20,11 @@ default the same); a request's own ``policy`` overrides either.  When the two
 differ the node policy picks the node and the device policy the devices on it
 (``levels``).  Parts that omit their count, cores or memory take the engine's
 ``defaults`` (``scheduler.default-*``) before anything else looks at them.
+
+Every method that takes a request takes a ``ResourceRequest`` or a mapping of its fields.
+An engine built with a ledger (``hd.build_engine(..., ledger=...)``) also commits: ``allocate``
+(place and commit in one ledger transaction), ``commit`` (a placement decided earlier),
+``release`` and ``refresh`` keep its cluster in step with the ledger (``commits``).
 """
 
 from __future__ import annotations
@@ -31,50 +36,22 @@ from typing import Any
 import numpy as np
 
 from hami_devices.errors import InsufficientResources, InvalidConfig, InvalidRequest, ReasonCode
+from hami_devices.inputs import as_request
 from hami_devices.models import Grant, RequestDefaults, RequestPart, ResourceRequest
 from hami_devices.rules.columns import BoolArray, IntArray
 from hami_devices.scheduling import candidates as filtering
 from hami_devices.scheduling import explaining, levels
 from hami_devices.scheduling.choosing import Chooser, Ranked, apart_of, grants_of
 from hami_devices.scheduling.cluster import Booking, ClusterState
+from hami_devices.scheduling.commits import Commits
 from hami_devices.scheduling.fgd import WorkloadMix
 from hami_devices.scheduling.mix import OnlineMix
+from hami_devices.scheduling.placement import Placement as Placement  # its home before: importers keep it
 from hami_devices.scheduling.policies import Policy, resolve_policy
 from hami_devices.scheduling.scorers.base import Scorer
 from hami_devices.scheduling.scorers.fragmentation import FragmentationScorer
 from hami_devices.scheduling.scoring import ScoredPart, Scoring, combined, load_scorer_plugins
 from hami_devices.scheduling.verdicts import NodeVerdicts, judge_nodes
-
-
-@dataclass
-class Placement:
-    """One way to place a request, with why it ranks where it does."""
-
-    request: ResourceRequest
-    node: str  # the node that hosts the task (host CPU/memory)
-    grants: list[Grant]
-    score: float
-    breakdown: dict[str, float]  # scorer -> 0..100 (device-count weighted over parts)
-    weights: dict[str, float]
-    policy: str
-    booking_id: str | None = None
-
-    @property
-    def nodes(self) -> list[str]:
-        return sorted({g.node for g in self.grants})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "request": self.request.name,
-            "node": self.node,
-            "policy": self.policy,
-            "score": round(self.score, 3),
-            "breakdown": {k: round(v, 3) for k, v in self.breakdown.items()},
-            "weights": self.weights,
-            "grants": [g.model_dump(mode="json") for g in self.grants],
-            "booking_id": self.booking_id,
-        }
-
 
 Explained = explaining.ArrayExplanation | dict[str, list[ReasonCode]]
 """Why a request did not fit: flags kept as arrays, or the names of the parts nothing answers to."""
@@ -90,7 +67,7 @@ class Ranking:
     have: list[IntArray] | None = None
 
 
-class Engine:
+class Engine(Commits):
     """Places requests on one ``ClusterState`` under a device and a node policy (``hami_devices.build_engine``
     builds one from an inventory and a configuration file)."""
 
@@ -111,6 +88,7 @@ class Engine:
         self._scorings: dict[str, Scoring] = {self.scoring.policy.model_dump_json(): self.scoring}
         self.node_scoring = self.scoring if node_policy is None else self.scoring_for(node_policy)
         self.defaults = None if defaults is None or defaults.identity else defaults
+        self.committer = None  # set by build_engine(..., ledger=...): see ``Commits``
 
     def scoring_for(self, policy: Policy | str) -> Scoring:
         """The scoring of ``policy`` (a name or a Policy), kept; scorers the engine has are shared (what a
@@ -129,8 +107,9 @@ class Engine:
     def node_policy(self) -> Policy:
         return self.node_scoring.policy
 
-    def with_defaults(self, request: ResourceRequest) -> ResourceRequest:
+    def with_defaults(self, request: ResourceRequest | Mapping[str, Any]) -> ResourceRequest:
         """``request`` with the engine's defaults in every part that omits its count, cores or memory."""
+        request = as_request(request)
         return request if self.defaults is None else self.defaults.apply(request)
 
     def levels(self, request: ResourceRequest) -> tuple[Scoring, Scoring]:
@@ -176,10 +155,10 @@ class Engine:
         return scorer.online if isinstance(scorer, FragmentationScorer) else None
 
     # ------------------------------------------------------------------ public
-    def rank(self, request: ResourceRequest, limit: int = 5) -> list[Placement]:
+    def rank(self, request: ResourceRequest | Mapping[str, Any], limit: int = 5) -> list[Placement]:
         return self._rank(self.with_defaults(request), limit).placements
 
-    def place(self, request: ResourceRequest) -> Placement:
+    def place(self, request: ResourceRequest | Mapping[str, Any]) -> Placement:
         """The best placement, or ``InsufficientResources`` with the reasons, the nearest misses and
         whether the request could fit this cluster at all (``permanent``)."""
         request = self.with_defaults(request)
@@ -191,7 +170,7 @@ class Engine:
         return ranked.placements[0]
 
     def try_place(
-        self, request: ResourceRequest, *, candidates: Sequence[BoolArray | None] | None = None
+        self, request: ResourceRequest | Mapping[str, Any], *, candidates: Sequence[BoolArray | None] | None = None
     ) -> Placement | None:
         """The best placement, or None; builds no explanation (for replays and tight loops).
 
@@ -200,14 +179,16 @@ class Engine:
         ``uuids`` listed just those devices.  For callers that narrow parts to the same large sets
         of devices again and again (DRA selectors), where a uuid list costs more than the decision.
         """
+        request = self.with_defaults(request)
         if candidates is not None and len(candidates) != len(request.parts):
             raise InvalidRequest("candidates", f"{len(candidates)} masks for {len(request.parts)} parts")
-        request = self.with_defaults(request)
         self.observe(request)
         placements = self._rank(request, 1, explain=False, masks=candidates).placements
         return placements[0] if placements else None
 
-    def refusal(self, request: ResourceRequest, reasons: Explained | None = None) -> InsufficientResources:
+    def refusal(
+        self, request: ResourceRequest | Mapping[str, Any], reasons: Explained | None = None
+    ) -> InsufficientResources:
         """The error for a request that does not fit now: reasons per node and device, nearest misses, permanence."""
         request = self.with_defaults(request)
         found = self._rank(request, 0).reasons if reasons is None else reasons
@@ -223,8 +204,8 @@ class Engine:
         for scorer in self.scorers.values():
             scorer.observe(request)
 
-    def schedule(self, request: ResourceRequest) -> Placement:
-        """Place and book (assume) in the cluster."""
+    def schedule(self, request: ResourceRequest | Mapping[str, Any]) -> Placement:
+        """Place and book (assume) in the cluster, not in a ledger (``allocate`` commits)."""
         placement = self.place(request)
         booking = self.book(placement)
         placement.booking_id = booking.id
@@ -249,7 +230,7 @@ class Engine:
         return {g.uuid: g for g in grants}
 
     def judge_nodes(
-        self, request: ResourceRequest, nodes: Sequence[str] | None = None, *, scores: bool = True
+        self, request: ResourceRequest | Mapping[str, Any], nodes: Sequence[str] | None = None, *, scores: bool = True
     ) -> NodeVerdicts:
         """Per node of ``nodes`` (default: all): whether the request fits now and its score there, else its
         reason codes and whether it could ever fit there; over arrays, for schedulers that choose the node
@@ -270,7 +251,7 @@ class Engine:
             verdicts.scores = dict(zip(verdicts.feasible, by_node[rows].tolist(), strict=True))
         return verdicts
 
-    def rejections(self, request: ResourceRequest) -> dict[str, list[ReasonCode]]:
+    def rejections(self, request: ResourceRequest | Mapping[str, Any]) -> dict[str, list[ReasonCode]]:
         """Reason codes per node (and per rejected device uuid) for ``--explain``."""
         found = self._rank(self.with_defaults(request), 0).reasons
         assert found is not None

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "hami_devices.extras", "hami_devices.traits", "hami_devices.accounting", "hami_devices.rounding",
         "hami_devices.rules", "hami_devices.plugins", "hami_devices.inventory", "hami_devices.workload",
         "hami_devices.ledger", "hami_devices.limiter", "hami_devices.node_identity", "hami_devices.nodeconfig",
+        "hami_devices.inputs",
     ),
     (  # 2. vendor adapters and devices
         "hami_devices.isolation", "hami_devices.holdings", "hami_devices.monitoring", "hami_devices.device",
@@ -35,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("hami_devices.scheduling",),  # 3. cluster state and the engine
     (  # 4. allocation, release, ledgers
         "hami_devices.assembly", "hami_devices.device_sets", "hami_devices.allocation", "hami_devices.releasing",
-        "hami_devices.lifecycle",
+        "hami_devices.lifecycle", "hami_devices.engine_config", "hami_devices.committing",
     ),
     ("hami_devices",),  # the package facade: the public names of the layers above, for everything below
     (  # 5. consumers

@@ -32,10 +32,11 @@ from typing import Any
 
 from hami_devices.allocation import allocate
 from hami_devices.assembly import build_engine
-from hami_devices.config import HamiConfig, load_config
+from hami_devices.config import HamiConfig
 from hami_devices.device import Device
 from hami_devices.discovery import complete_inventory, discover, load_inventory_for
 from hami_devices.errors import HamiError, InsufficientResources, UnknownAllocation
+from hami_devices.inputs import as_config
 from hami_devices.inventory import Inventory
 from hami_devices.kubernetes.extender import leases, wire
 from hami_devices.kubernetes.extender.deadline import Deadline
@@ -61,14 +62,13 @@ class Extender:
         inventory: str | Path | Inventory,
         ledger: Ledger,
         binder: PodBinder,
-        config: HamiConfig | str | Path | None = None,
+        config: HamiConfig | Mapping[str, Any] | str | Path | None = None,
         *,
         policy: str | None = None,
         lease_s: float = 30.0,
         victims: VictimSearch | None = None,
     ) -> None:
-        if not isinstance(config, HamiConfig):
-            config = load_config(config) if config is not None else HamiConfig()
+        config = as_config(config)
         registry = load_vendors(config=config)
         if not isinstance(inventory, Inventory):
             inventory = load_inventory_for(inventory, registry, config)
