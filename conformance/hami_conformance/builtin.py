@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from hami_conformance.profile import WorkloadProgram
+from hami_conformance.profile import PartitionReader, WorkloadProgram
 from hami_devices.adapter import Probe, VendorAdapter
 from hami_devices.device import Device
 from hami_devices.errors import LimiterError
@@ -92,9 +92,6 @@ def builtin_workload(adapter: VendorAdapter, hardware: bool, fake: bool = False)
         nvml = limiter.fake_library("nvml/libnvidia-ml.so.1").parent
         env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(nvml), os.environ.get("LD_LIBRARY_PATH")) if p)
     return WorkloadProgram(argv=argv, env=env)
-
-
-PartitionReader = Callable[[Device], Collection[str]]
 
 
 def _nvidia_partitions(device: Device) -> Collection[str]:

@@ -25,6 +25,8 @@ class CheckSpec:
     level: Level
     requirement: str
     capability: Capability | None = None
+    catches: str = ""
+    """The class of adapter bug the check exists for (CHECKS.md prints it)."""
 
     @property
     def group(self) -> str:
@@ -56,7 +58,7 @@ def parse_catalog(data: Any) -> list[CheckSpec]:
         where = f"checks[{n}]"
         if not isinstance(entry, dict):
             raise ValueError(f"catalog {where}: expected a mapping")
-        unknown = set(entry) - {"id", "level", "requirement", "capability"}
+        unknown = set(entry) - {"id", "level", "requirement", "capability", "catches"}
         if unknown:
             raise ValueError(f"catalog {where}: unknown keys {sorted(unknown)}")
         check_id = str(entry.get("id", ""))
@@ -70,6 +72,7 @@ def parse_catalog(data: Any) -> list[CheckSpec]:
                 level=Level(entry["level"]),
                 requirement=" ".join(str(entry["requirement"]).split()),
                 capability=Capability(capability) if capability else None,
+                catches=" ".join(str(entry.get("catches", "")).split()),
             )
         )
     return specs

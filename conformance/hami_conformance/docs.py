@@ -24,6 +24,8 @@ print the levels earned, e.g. `core+isolation+partitions`, next to the levels cl
 |---|---|---|---|
 """
 
+COLUMNS = ("Check", "Level", "Capability", "Requirement", "Bug class it exists for")
+
 
 def render() -> str:
     lines = [HEADER.format(version=SUITE_VERSION).rstrip("\n")]
@@ -35,8 +37,8 @@ def render() -> str:
     for spec in load_catalog():
         if spec.group != group:
             group = spec.group
-            lines += ["", f"## {group}", "", "| Check | Level | Capability | Requirement |", "|---|---|---|---|"]
-        lines.append(f"| `{spec.id}` | {spec.level} | {spec.capability or ''} | {spec.requirement} |")
+            lines += ["", f"## {group}", "", f"| {' | '.join(COLUMNS)} |", "|---" * len(COLUMNS) + "|"]
+        lines.append(f"| `{spec.id}` | {spec.level} | {spec.capability or ''} | {spec.requirement} | {spec.catches} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from hami_conformance.bench import Bench
+from hami_conformance.profile import PartitionReader
 from hami_devices import limiter
 from hami_devices.device import Device
 from hami_devices.errors import LimiterError
@@ -79,11 +80,23 @@ def _matches(partition_uuid: str, reported: str) -> bool:
     return partition_uuid == reported or partition_uuid.startswith(reported + "#")
 
 
+def reported_partitions(reader: PartitionReader | None, device: Device) -> set[str] | None:
+    """What the vendor library reports on ``device``; None when there is no reader, or when the reader
+    answers None: "my library does not know this device" (a simulated one), which is never compared."""
+    if reader is None:
+        return None
+    reported = reader(device)
+    return None if reported is None else set(reported)
+
+
 def hardware_partition_problems(
-    device: Device, reported: Collection[str], baseline: Collection[str], live: Iterable[DeviceHandle]
+    device: Device, reported: Collection[str] | None, baseline: Collection[str] | None, live: Iterable[DeviceHandle]
 ) -> list[str]:
     """The partitions the vendor library reports, beyond those there before the check, are exactly
-    the live grants' partitions on ``device``."""
+    the live grants' partitions on ``device`` (nothing to compare where the library does not know it)."""
+    if reported is None:
+        return []
+    baseline = baseline or ()
     grants = [g for h in live for g in h.grants if g.uuid == device.uuid and g.partition]
     ours = [r for r in reported if r not in baseline]
     name = f"{device.type} {device.uuid}"

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from hami_devices.ledger import Ledger
 
 
+PartitionReader = Callable[["Device"], "Collection[str] | None"]
+"""Reads the partition ids the vendor library reports on a device; None: the library does not know it."""
+
+
 @dataclass(frozen=True)
 class WorkloadProgram:
     """A small program that exercises the vendor runtime under an allocation's environment.
@@ -57,10 +61,12 @@ class Profile:
     """How the limiter checks run a workload process.  Without it (and without a harness the suite
     ships for the adapter's runtime) a declared memory-limit or compute-limit fails: it cannot be proven."""
 
-    hardware_partitions: Callable[[Device], Collection[str]] | None = None
+    hardware_partitions: PartitionReader | None = None
     """The ids of the partitions the vendor library reports on a device right now, read from the
     library (not from the ledger).  A grant matches a reported id when its ``partition_uuid`` is that
     id, or that id followed by ``#`` and adapter-private detail.  The release checks compare it with
-    the live grants after every release; without it they compare the ledger, monitor() and regions."""
+    the live grants after every release; without it they compare the ledger, monitor() and regions.
+    Return None for a device the library does not know (one built from an inventory or simulated):
+    that device is not compared.  On ``--inventory`` devices the suite never asks."""
 
     notes: Sequence[str] = ()

@@ -33,8 +33,9 @@ from hami_conformance.catalog import CheckSpec, catalog_path, load_catalog
 from hami_conformance.checks import CheckFn, load_all
 from hami_conformance.checks.stateful import EXAMPLES_ENV
 from hami_conformance.report import FAIL, NA, PASS, CheckResult, Report
+from hami_conformance.shims import shim_problem
 from hami_devices.config import HamiConfig, load_config
-from hami_devices.errors import HamiError
+from hami_devices.errors import HamiError, LimiterError
 
 NA_PREFIX = "N/A: "
 SUITE_NODE = "hami-conformance"
@@ -63,7 +64,12 @@ class CheckItem(pytest.Item):
         head = f"[{self.spec.level}] {self.spec.id}: {self.spec.requirement}"
         if isinstance(excinfo.value, CheckFailed):
             return f"{head}\n  -> {excinfo.value}"
-        return f"{head}\n{super().repr_failure(excinfo)}"
+        error = f"{type(excinfo.value).__name__}: {excinfo.value}"
+        return f"{head}\n  -> {error}\n{super().repr_failure(excinfo, style='short')}"
+
+    def _traceback_filter(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+        # the suite's and the adapter's frames only: pytest's and pluggy's say nothing about the adapter
+        return excinfo.traceback.filter(lambda entry: not _machinery(str(entry.path)))
 
     def reportinfo(self) -> tuple[str, int | None, str]:
         # no file location: a check is named by its catalog id wherever pytest reports it
@@ -194,6 +200,15 @@ class ConformanceSession:
                 pytest.skip(f"{NA_PREFIX}{exc}")
         except pytest.skip.Exception:
             raise
+        except LimiterError as exc:
+            problem = shim_problem(adapter)
+            if problem is None:
+                self.failure_reasons[spec.id] = f"{type(exc).__name__}: {exc}"
+                raise
+            # one cause, said in full once (identity.adapter): every allocation of this run fails the same way
+            reason = f"cannot allocate: limiter_shim {adapter.limiter_shim!r} is not built (see identity.adapter)"
+            self.failure_reasons[spec.id] = reason
+            raise CheckFailed(reason) from None
         except Exception as exc:
             self.failure_reasons[spec.id] = str(exc) if isinstance(exc, CheckFailed) else f"{type(exc).__name__}: {exc}"
             raise
@@ -264,7 +279,13 @@ class ConformanceSession:
         ):
             xml.add_global_property(name, value)
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Iterator[None]:
+        # before pytest's own sections, so a failing run opens with the verdict, not with tracebacks
+        self._summary(terminalreporter)
+        return (yield)
+
+    def _summary(self, terminalreporter: Any) -> None:
         report = self.report()
         tr = terminalreporter
         tr.section("hami-devices conformance")
@@ -286,6 +307,10 @@ class ConformanceSession:
             mark = "earned" if lr.earned else ("not claimed" if not lr.claimed else "NOT earned")
             tr.write_line(f"  level {lr.spec.name:<10} {mark}: {_first_line(lr.detail)}")
         tr.write_line(f"  {report.verdict()}")
+
+
+def _machinery(path: str) -> bool:
+    return any(f"{os.sep}{name}{os.sep}" in path for name in ("_pytest", "pluggy"))
 
 
 def _first_line(text: str) -> str:

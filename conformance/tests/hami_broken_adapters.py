@@ -489,3 +489,90 @@ HARDWARE_BROKEN: dict[str, tuple[str, str]] = {
     "MigLeakingAdapter": ("release.any-order", "leaks the MIG instances it creates"),
 }
 """Broken adapters only a run on the fake vendor libraries catches -> (the check that must fail, its bug)."""
+
+
+# -- issue 40: bug classes the suite before it certified -------------------------------------
+# Each is refused by the one check named for its class; the tests run that check alone
+# (test_conformance_classes.py), so the whole suite is not run once per adapter.
+
+
+class MisspeltShimAdapter(PlainAdapter):
+    """Declares a memory limiter whose shim name has a typo: every allocation would fail alike."""
+
+    capabilities = PlainAdapter.capabilities | {Capability.MEMORY_LIMIT}
+    limiter_shim = "libhami_cudaa.so"
+
+
+class OverpromisedCatalogAdapter(PlainAdapter):
+    """Adds a profile of 13 % cores with 8 instances: 104 % of the device, so the 8th is never placed."""
+
+    def partition_catalog(self, model: str) -> list[PartitionProfile]:
+        profiles = super().partition_catalog(model)
+        if not profiles:
+            return profiles
+        return [*profiles, PartitionProfile(name="eighth", memory_mib=1024, cores=13, max_instances=8)]
+
+
+class LibraryPartitionsAdapter(PlainAdapter):
+    """Correct: carves partitions in its (simulated) vendor library on the devices that library knows -
+    its profile's devices - and its reader answers None ("not this device") for any other one, such as
+    the devices of an inventory."""
+
+    library: ClassVar[dict[str, list[str]]] = {}
+    """device uuid -> partition ids: the vendor library's state, which outlives adapter instances."""
+    _ids = itertools.count()
+    _lock = threading.Lock()
+
+    def traits_for(self, model: str) -> DeviceTraits | None:
+        return traits(model) if model in MODELS else None
+
+    def devices(self, ledger: Ledger) -> list[Device]:
+        devices = super().devices(ledger)
+        with self._lock:
+            for device in devices:
+                self.library.setdefault(device.uuid, [])
+        return devices
+
+    def prepare(self, grants: list[Grant]) -> list[Grant]:
+        out = []
+        with self._lock:
+            for grant in grants:
+                if grant.partition and grant.uuid in self.library:
+                    made = f"{grant.uuid}/p{next(self._ids)}"
+                    self.library[grant.uuid].append(made)
+                    grant = grant.model_copy(update={"partition_uuid": made})
+                out.append(grant)
+        return out
+
+    def teardown(self, grants: list[Grant]) -> None:
+        with self._lock:
+            for grant in grants:
+                carved = self.library.get(grant.uuid, [])
+                if grant.partition_uuid in carved:
+                    carved.remove(grant.partition_uuid)
+
+    def reported(self, device: Device) -> list[str] | None:
+        with self._lock:
+            carved = self.library.get(device.uuid)
+            return None if carved is None else list(carved)
+
+    def conformance_profile(self) -> Profile:
+        return profile(devices=self.devices, hardware_partitions=self.reported)
+
+
+class ExplodingReadDevice(PlainDevice):
+    def read(self) -> DeviceReadings:
+        raise RuntimeError("the vendor library's handle went stale")
+
+
+class ExplodingReadAdapter(PlainAdapter):
+    """Its readings raise an exception that is no HamiError: the report shows where, without pytest's frames."""
+
+    device_class = ExplodingReadDevice
+
+
+CLASSES: dict[str, tuple[str, str]] = {
+    "MisspeltShimAdapter": ("identity.adapter", "names a limiter shim that is not built"),
+    "OverpromisedCatalogAdapter": ("partition.catalog", "promises more partition instances than the device holds"),
+}
+"""Issue 40's broken adapters -> (the one check that must refuse it, its bug)."""

@@ -229,7 +229,7 @@ def _asked(part: RequestPart) -> str:
 
 def _wanted(part: RequestPart) -> str:
     """What a part needs free: "T4 with 16 GiB and 30% compute free", "whole H100 free"."""
-    what = _asked(part)
+    what = _asked(part).removeprefix("a ")  # follows "no" (or "whole"): "no device free", not "no a device free"
     needs = [] if part.memory_mib is None else [_amount(part.memory_mib)]
     if part.memory_percent is not None:
         needs.append(f"{part.memory_percent:g}% of its memory")

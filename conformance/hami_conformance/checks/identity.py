@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hami_conformance.bench import Bench, device_info_errors, expect
 from hami_conformance.checks import check
+from hami_conformance.shims import shim_problem
 from hami_devices.adapter import Capability, Probe
 from hami_devices.models import DeviceTraits
 
@@ -27,6 +28,8 @@ def adapter_metadata(bench: Bench) -> None:
         isinstance(env, tuple) and env and all(isinstance(v, str) and v.isidentifier() for v in env),
         f"visible_devices_env must name at least one environment variable, got {env!r}",
     )
+    problem = shim_problem(adapter)
+    expect(problem is None, str(problem))
 
 
 @check("identity.probe")

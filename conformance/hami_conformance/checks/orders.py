@@ -16,6 +16,7 @@ from hami_conformance.facts import (
     ledger_problems,
     monitor_problems,
     region_problems,
+    reported_partitions,
 )
 from hami_conformance.invariants import device_problems
 from hami_devices.adapter import Capability
@@ -78,7 +79,7 @@ def _ordered(handles: list[DeviceHandle], order: str) -> list[DeviceHandle]:
 
 def _one_order(bench: Bench, order: str) -> None:
     reader = bench.target.profile.hardware_partitions
-    baseline = {d.uuid: set(reader(d)) for d in bench.healthy()} if reader else {}
+    baseline = {d.uuid: reported_partitions(reader, d) for d in bench.healthy()}
     handles = _allocate_mix(bench)
     live = list(handles)
     touched = [bench.by_uuid(u) for u in dict.fromkeys(g.uuid for h in handles for g in h.grants)]
@@ -90,8 +91,8 @@ def _one_order(bench: Bench, order: str) -> None:
             problems += region_problems(other, live=True)
         for device in touched:
             problems += monitor_problems(device, live) + device_problems(bench, device)
-            if reader is not None:
-                problems += hardware_partition_problems(device, reader(device), baseline[device.uuid], live)
+            reported = reported_partitions(reader, device)
+            problems += hardware_partition_problems(device, reported, baseline.get(device.uuid), live)
         expect(
             not problems,
             f"{order} release, step {step} of {len(handles)} (released {handle.id[:8]} on {handle.uuids}): "

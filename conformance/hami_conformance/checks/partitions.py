@@ -58,6 +58,14 @@ def catalog(bench: Bench) -> None:
             )
             expect(1 <= p.cores <= 100, f"{device.type}: profile {p.name} has {p.cores}% cores")
             expect(p.max_instances >= 1, f"{device.type}: profile {p.name} allows {p.max_instances} instances")
+            # a catalog promising more instances than the device holds is refused only when a scheduler
+            # has already counted on the last of them
+            expect(
+                p.max_instances * p.memory_mib <= device.info.memory_mib and p.max_instances * p.cores <= 100,
+                f"{device.type}: profile {p.name} allows {p.max_instances} instances of {p.memory_mib} MiB/"
+                f"{p.cores}% cores, {p.max_instances * p.memory_mib} MiB/{p.max_instances * p.cores}% in all, "
+                f"the device has {device.info.memory_mib} MiB/100%",
+            )
 
 
 def _expect_profile(handle: DeviceHandle, profile: PartitionProfile) -> None:

@@ -22,6 +22,7 @@ from hami_conformance.facts import (
     ledger_problems,
     monitor_problems,
     region_problems,
+    reported_partitions,
 )
 from hami_conformance.invariants import device_problems, partition_overlap_problems
 from hami_devices.adapter import Capability
@@ -117,7 +118,7 @@ def _before(first: Bench) -> tuple[list[DeviceHandle], Device, Device | None]:
     return [first.recorded(h) for h in handles], big, partitioned
 
 
-def _agree(bench: Bench, live: list[DeviceHandle], baseline: dict[str, set[str]], when: str) -> None:
+def _agree(bench: Bench, live: list[DeviceHandle], baseline: dict[str, set[str] | None], when: str) -> None:
     reader = bench.target.profile.hardware_partitions
     problems = ledger_problems(bench, live)
     touched = {g.uuid for h in live for g in h.grants} | set(baseline)
@@ -125,8 +126,8 @@ def _agree(bench: Bench, live: list[DeviceHandle], baseline: dict[str, set[str]]
         if device.uuid not in touched:
             continue
         problems += monitor_problems(device, live) + device_problems(bench, device)
-        if reader is not None:
-            problems += hardware_partition_problems(device, reader(device), baseline.get(device.uuid, set()), live)
+        reported = reported_partitions(reader, device)
+        problems += hardware_partition_problems(device, reported, baseline.get(device.uuid), live)
     for handle in live:
         problems += region_problems(handle, live=True)
     expect(not problems, f"{when}: " + "; ".join(problems[:4]))
@@ -139,7 +140,7 @@ def ledger_honoured(bench: Bench) -> None:
     with _restart(bench.target) as (first, path):
         try:
             reader = bench.target.profile.hardware_partitions
-            baseline = {d.uuid: set(reader(d)) for d in first.healthy()} if reader else {}
+            baseline = {d.uuid: reported_partitions(reader, d) for d in first.healthy()}
             made, big, partitioned = _before(first)
             second = _rediscover(bench.target, path, later)
             known = {d.uuid for d in second.devices}

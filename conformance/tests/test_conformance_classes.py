@@ -1,0 +1,76 @@
+"""Issue 40: each bug class the suite once missed has a broken adapter, refused by the check named for it.
+
+Each adapter runs only the check that names its class (``-k``), so this file stays quick; the control
+adapter's full runs (test_conformance_teeth.py, test_conformance_suite.py) show those checks pass a
+correct adapter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hami_broken_adapters import CLASSES
+from hami_conformance_testing import BROKEN, certify, clean_environment, failures, results, run_suite
+
+
+@pytest.mark.parametrize("adapter", sorted(CLASSES))
+def test_the_check_named_for_a_bug_class_refuses_its_adapter(pytester: pytest.Pytester, adapter: str) -> None:
+    check, bug = CLASSES[adapter]
+    result, report = run_suite(pytester, "--hami-adapter-class", f"{BROKEN}:{adapter}", "-k", check)
+    verdicts = results(report)
+    assert verdicts[check] == "fail", f"{adapter} {bug}, yet {check} did not fail: {verdicts}"
+    assert result.ret != 0 and check in report["must_failed"]
+    assert next(c["reason"] for c in report["checks"] if c["id"] == check)
+    result.stdout.fnmatch_lines([f"*FAIL {check} [[]MUST[]]*"])
+
+
+def test_the_control_passes_each_of_those_checks(pytester: pytest.Pytester) -> None:
+    checks = sorted({check for check, _ in CLASSES.values()})
+    result, report = run_suite(pytester, "--hami-adapter-class", f"{BROKEN}:PlainAdapter", "-k", " or ".join(checks))
+    assert {results(report)[c] for c in checks} == {"pass"}, result.stdout.str()[-2000:]
+
+
+def test_a_misspelt_shim_fails_once_early_listing_the_shims_there(pytester: pytest.Pytester) -> None:
+    result, report = run_suite(
+        pytester, "--hami-adapter-class", f"{BROKEN}:MisspeltShimAdapter", "-k", "identity or alloc"
+    )
+    reasons = failures(report)
+    assert "libhami_cudaa.so" in reasons["identity.adapter"]
+    assert "'libhami_cuda.so'" in reasons["identity.adapter"]  # what is there, to compare with
+    assert reasons["alloc.within-capacity"].endswith("is not built (see identity.adapter)")
+    out = result.stdout.str()
+    # the report opens with the verdict, before the failures' details
+    assert out.index("hami-devices conformance") < out.index("FAILURES")
+
+
+def test_an_unexpected_exception_is_shown_in_the_adapters_frames_after_the_verdict(pytester: pytest.Pytester) -> None:
+    result, report = run_suite(
+        pytester, "--hami-adapter-class", f"{BROKEN}:ExplodingReadAdapter", "-k", "monitor.schema"
+    )
+    assert failures(report)["monitor.schema"] == "RuntimeError: the vendor library's handle went stale"
+    out = result.stdout.str()
+    assert out.index("NOT certified") < out.index("FAILURES") < out.index("in read")
+    details = out[out.index("FAILURES") :]
+    assert "-> RuntimeError: the vendor library's handle went stale" in details
+    assert "_callers.py" not in details and "_pytest" not in details  # pluggy's and pytest's frames
+
+
+def test_a_plugin_with_a_partition_reader_is_certified_on_an_inventory(tmp_path: Path) -> None:
+    """The reader reads the plugin's library, which knows no inventory device: the suite does not ask."""
+    inventory = tmp_path / "plain.yaml"
+    inventory.write_text(
+        "nodes:\n  - name: plain-node\n    devices:\n      - {vendor: plainsim, model: Plain-16G, count: 3}\n"
+    )
+    args = ["--adapter-class", f"{BROKEN}:LibraryPartitionsAdapter", "--inventory", str(inventory)]
+    proc, report = certify([*args, "-k", "release or restart or partition"], clean_environment(), tmp_path)
+    assert report["adapter"]["backend"] == f"inventory:{inventory}", proc.stderr[-2000:]
+    verdicts = {k: v for k, v in results(report).items() if k.startswith(("release.", "restart.", "partition."))}
+    assert set(verdicts.values()) == {"pass"}, failures(report) or proc.stdout[-3000:]
+
+
+def test_a_partition_reader_is_asked_about_the_devices_its_library_knows(pytester: pytest.Pytester) -> None:
+    result, report = run_suite(
+        pytester, "--hami-adapter-class", f"{BROKEN}:LibraryPartitionsAdapter", "-k", "release.any-order"
+    )
+    assert results(report)["release.any-order"] == "pass", result.stdout.str()[-2000:]
