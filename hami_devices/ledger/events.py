@@ -31,7 +31,7 @@ class EventKind(StrEnum):
     PROCESS_STARTED = "process.started"
     PROCESS_EXITED = "process.exited"
     HEALTH_CHANGED = "device.health"
-    LIMITER_REFUSALS = "limiter.refusals"
+    LIMITER_REFUSALS = "limiter.refused"  # refusals counted in a region since the last event (data: count, refusal)
     REGION_REMOVED = "region.orphan_removed"
     MIGRATED = "task.migrated"  # a defragmentation move: data has before/after, checkpointed, lost work
     CONFLICT = "ledger.conflict"  # an allocation the ledger holds past a limit (ledger.conflicts)

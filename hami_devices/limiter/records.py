@@ -25,6 +25,8 @@ class DeviceUsageRecord:
     memory_spilled_peak_bytes: int = 0
     host_spill_limit_bytes: int = 0  # 0: up to the memory limit
     core_policy: str = "cap"  # "cap": at most core_limit_pct; "share": at least it, idle time on top
+    memory_refusals: int = 0  # allocations the shims refused over the memory limit, since the region was made
+    compute_refusals: int = 0  # launches the pacer held back past its burst, since the region was made
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ def _device_record(device: int, info: Any) -> DeviceUsageRecord:
         memory_spilled_peak_bytes=int(info.spill_peak),
         host_spill_limit_bytes=int(info.spill_limit),
         core_policy="share" if int(info.flags) & _SHARE else "cap",
+        memory_refusals=int(info.refused_memory),
+        compute_refusals=int(info.refused_compute),
     )
 
 

@@ -147,7 +147,10 @@ REFUSALS = _m(
     "hami_allocation_refusals_total", "counter", "Refused requests, once per reason code they carried.", ("reason",)
 )
 LIMITER_REFUSALS = _m(
-    "hami_limiter_refusals_total", "counter", "Limiter calls refused over quota (recorded bursts).", ("uuid",)
+    "hami_limiter_refusals_total", "counter",
+    "Calls the limiter refused: allocations over the memory limit (kind=memory), launches the pacer held back "
+    "past its burst (kind=compute); counted in the regions, recorded as limiter.refused events.",
+    ("uuid", "kind"),
 )
 EVENTS = _m("hami_lifecycle_events_total", "counter", "Lifecycle events recorded, by kind.", ("kind",))
 

@@ -153,10 +153,14 @@ class Observer:
             if previous is not None and previous[0] >= snapshot.time:
                 continue  # a newer snapshot was recorded already
             events += self._process_changes(view, region, handle, previous, snapshot.time)
+            refused = {uuid: dict(reading.refusals) for uuid, reading in region.grants.items()}
+            events += self._refusals(view, region, handle, previous, refused, snapshot.time)
             alive = sorted({(p.pid, p.start_time, p.host_pid, p.pid_namespace) for p in region.processes if p.alive})
             levels = {uuid: Level.of(reading) for uuid, reading in region.grants.items()}
             view.set_observation(
-                key, snapshot.time, {"alive": alive, "levels": {u: v.to_json() for u, v in levels.items()}}
+                key,
+                snapshot.time,
+                {"alive": alive, "levels": {u: v.to_json() for u, v in levels.items()}, "refused": refused},
             )
             if previous is None or not 0 < snapshot.time - previous[0] <= self.max_gap_s:
                 continue  # a first observation, or one after a gap: usage is integrated from here on
@@ -216,6 +220,38 @@ class Observer:
                           data=data)
                 )
             )
+        return events
+
+    def _refusals(
+        self,
+        view: LedgerView,
+        region: RegionReading,
+        handle: DeviceHandle | None,
+        previous: tuple[float, Any] | None,
+        refused: dict[str, dict[str, int]],
+        now: float,
+    ) -> list[Event]:
+        """One ``limiter.refused`` event per grant and kind whose region counter moved since the last observation,
+        with the refusals since then.  The counters start at 0 with the region, so a first observation
+        reports everything since the grant; a counter lower than before is a region made anew."""
+        before: dict[str, dict[str, int]] = (previous[1].get("refused") or {}) if previous is not None else {}
+        since = previous[0] if previous is not None else (handle.created_at if handle is not None else None)
+        node = region.group.split("/", 1)[0]
+        events = []
+        for uuid, counts in sorted(refused.items()):
+            for kind, total in sorted(counts.items()):
+                last = int(before.get(uuid, {}).get(kind, 0))
+                count = total - last if total >= last else total
+                if count <= 0:
+                    continue
+                data = {"count": count, "refusal": kind, "total": total,
+                        "window_s": None if since is None else round(max(0.0, now - since), 3)}
+                events.append(
+                    view.record_event(
+                        Event(time=now, kind=EventKind.LIMITER_REFUSALS, allocation_id=region.handle_id, uuid=uuid,
+                              node=node, data=data)
+                    )
+                )
         return events
 
     def _released_processes(self, view: LedgerView, key: str, value: Any, now: float) -> list[Event]:

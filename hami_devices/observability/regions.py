@@ -15,6 +15,9 @@ from hami_devices.errors import LimiterError
 from hami_devices.limiter import Region, RegionUsage, UsageReader
 from hami_devices.models import DeviceHandle, group_key
 
+REFUSAL_KINDS = ("memory", "compute")
+"""What a region counts as refused: allocations over the memory limit, launches the pacer held back."""
+
 
 @dataclass(frozen=True)
 class ProcessReading:
@@ -36,6 +39,7 @@ class GrantReading:
     utilization_ratio: float | None  # None: not measured recently
     processes: list[ProcessReading] = field(default_factory=list)
     memory_spilled_bytes: int = 0  # the part of memory_used_bytes served from host memory (virtual memory)
+    refusals: dict[str, int] = field(default_factory=dict)  # "memory" / "compute" -> refused since the region was made
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ def _reading(plan: _Plan, usage: RegionUsage) -> RegionReading:
             util,
             mine,
             record.memory_spilled_bytes,
+            dict(zip(REFUSAL_KINDS, (record.memory_refusals, record.compute_refusals), strict=True)),
         )
         for p in mine:
             key = (p.pid, p.start_time)

@@ -19,7 +19,7 @@ from hami_devices.ledger import EventKind
 from hami_devices.models import DeviceHandle, Grant, is_available
 from hami_devices.observability import names
 from hami_devices.observability.names import MetricName
-from hami_devices.observability.regions import GrantReading, RegionReading
+from hami_devices.observability.regions import REFUSAL_KINDS, GrantReading, RegionReading
 from hami_devices.observability.snapshot import EventTally, Snapshot
 
 MIB = 1024 * 1024
@@ -180,8 +180,10 @@ def counter_samples(tally: EventTally | None, uuids: Iterable[str] = ()) -> list
     out += [(names.EVICTIONS, (reclaimer,), float(n)) for reclaimer, n in sorted(tally.evictions.items())]
     reasons = dict.fromkeys(map(str, ReasonCode), 0) | dict(tally.refusals)
     out += [(names.REFUSALS, (reason,), float(n)) for reason, n in sorted(reasons.items())]
-    limited = dict.fromkeys(uuids, 0) | dict(tally.limiter_refusals)
-    out += [(names.LIMITER_REFUSALS, (uuid,), float(n)) for uuid, n in sorted(limited.items())]
+    limited = dict.fromkeys(((u, kind) for u in uuids for kind in REFUSAL_KINDS), 0) | dict(
+        tally.limiter_refusals
+    )
+    out += [(names.LIMITER_REFUSALS, key, float(n)) for key, n in sorted(limited.items())]
     kinds = dict.fromkeys(map(str, EventKind), 0) | dict(tally.by_kind)
     out += [(names.EVENTS, (kind,), float(n)) for kind, n in sorted(kinds.items())]
     return out

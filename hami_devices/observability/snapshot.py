@@ -36,7 +36,7 @@ class EventTally:
     by_kind: Counter[str] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)  # reason code -> refused requests carrying it
     evictions: Counter[str] = field(default_factory=Counter)  # reclaimer -> evictions
-    limiter_refusals: Counter[str] = field(default_factory=Counter)  # device uuid -> refused limiter calls
+    limiter_refusals: Counter[tuple[str, str]] = field(default_factory=Counter)  # (uuid, memory|compute) -> refused
 
     def add(self, events: Sequence[Event]) -> None:
         for event in events:
@@ -48,7 +48,8 @@ class EventTally:
             elif event.kind == EventKind.EVICTED:
                 self.evictions[str(event.data.get("reclaimer", ""))] += 1
             elif event.kind == EventKind.LIMITER_REFUSALS:
-                self.limiter_refusals[event.uuid or ""] += int(event.data.get("count", 0))
+                kind = str(event.data.get("refusal") or "memory")
+                self.limiter_refusals[(event.uuid or "", kind)] += int(event.data.get("count", 0))
 
 
 @dataclass(frozen=True)

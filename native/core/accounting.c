@@ -282,6 +282,11 @@ int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes) {
     return HAMI_OK;
 }
 
+void hami_region_count_refusal(hami_region *r, int device) {
+    if (device < 0 || device >= r->device_count) return;
+    __atomic_fetch_add(&r->shm->dev[device].refused_memory, 1, __ATOMIC_ACQ_REL);
+}
+
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes) {
     if (slot < 0 || slot >= HAMI_REGION_MAX_PROCS || device < 0 || device >= r->device_count) return;
     if (hami_region_lock(r) != HAMI_OK) return;
@@ -406,6 +411,8 @@ int hami_region_device_info(hami_region *r, int device, hami_device_info *out) {
     out->spill_used = LOAD(d->spill_used);
     out->spill_limit = LOAD(d->spill_limit);
     out->spill_peak = LOAD(d->spill_peak);
+    out->refused_memory = LOAD(d->refused_memory);
+    out->refused_compute = LOAD(d->waits);
     return HAMI_OK;
 }
 

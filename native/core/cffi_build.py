@@ -64,6 +64,8 @@ typedef struct hami_device_info {
     uint64_t spill_used;
     uint64_t spill_limit;
     uint64_t spill_peak;
+    uint64_t refused_memory;
+    uint64_t refused_compute;
 } hami_device_info;
 
 typedef struct hami_proc_info {
@@ -88,6 +90,7 @@ int hami_region_register(hami_region *r, int32_t pid, uint64_t start_time);
 void hami_region_unregister(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
+void hami_region_count_refusal(hami_region *r, int device);
 int hami_region_reclaim_dead(hami_region *r);
 int hami_region_set_virtual(hami_region *r, int device, int enabled, uint64_t spill_limit);
 int hami_region_set_core_policy(hami_region *r, int device, int share);

@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #define HAMI_REGION_MAGIC 0x314E4752494D4148ULL /* "HAMIRGN1" as little-endian bytes */
-#define HAMI_REGION_VERSION 4u
+#define HAMI_REGION_VERSION 5u
 #define HAMI_REGION_MAX_DEVICES 16
 #define HAMI_REGION_MAX_PROCS 256
 #define HAMI_REGION_MAX_SHARED 64
@@ -110,7 +110,10 @@ typedef struct hami_region_device {
     uint64_t spill_used;      /* bytes of memory_used served from host memory */
     uint64_t spill_limit;     /* most bytes that may be served from host memory; 0 = up to memory_limit */
     uint64_t spill_peak;      /* high-water mark of spill_used */
-    uint64_t pad[1];
+    /* Allocations refused over the memory limit (or the host-spill cap), counted by the shim where it
+     * hands the runtime's out-of-memory code back; a retry the shim makes itself is not counted twice.
+     * A launch the pacer holds back (waits above) is the compute refusal: it is not counted again. */
+    uint64_t refused_memory;
 } hami_region_device;
 
 /* hami_region_device.flags */
@@ -194,6 +197,8 @@ typedef struct hami_device_info {
     uint64_t spill_used;
     uint64_t spill_limit;
     uint64_t spill_peak;
+    uint64_t refused_memory;  /* allocations refused over the memory limit, since the region was made */
+    uint64_t refused_compute; /* launches the pacer held back past its burst (hami_region_device.waits) */
 } hami_device_info;
 
 typedef struct hami_proc_info {
@@ -251,6 +256,9 @@ void hami_region_unregister(hami_region *r, int slot);
  * not while the process is still running its exit handlers (returns 0). */
 int hami_region_leave(hami_region *r, int slot);
 int hami_region_reserve(hami_region *r, int slot, int device, uint64_t bytes);
+/* Counts one allocation refused over a device's memory limit (the shim calls it once per refusal it
+ * returns to the application, not per reservation it tried). */
+void hami_region_count_refusal(hami_region *r, int device);
 void hami_region_release(hami_region *r, int slot, int device, uint64_t bytes);
 /* Virtual device memory: turns spilling on or off for a device, with a cap on host-backed bytes (0:
  * up to the memory limit).  Spill accounting moves bytes the slot already reserved into its spilled

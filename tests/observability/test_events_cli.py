@@ -105,4 +105,5 @@ def test_limiter_refusal_bursts_are_events_and_counted() -> None:
     exporter = server.start(devices, ledger, listen=None, observe_interval_s=0)
     text = exporter.scrape().decode()
     exporter.stop()
-    assert f'hami_limiter_refusals_total{{uuid="{uuid}"}} 150.0' in text
+    assert f'hami_limiter_refusals_total{{uuid="{uuid}",kind="memory"}} 120.0' in text
+    assert f'hami_limiter_refusals_total{{uuid="{uuid}",kind="compute"}} 30.0' in text

@@ -199,11 +199,21 @@ void hami_shim_setup(const hami_shim_config *cfg) {
         hami_busy_source_prime(cfg->busy_source);
 }
 
-int hami_shim_reserve(int device, uint64_t bytes) {
+int hami_shim_try_reserve(int device, uint64_t bytes) {
     if (hami_g_shim.mode != HAMI_SHIM_ACTIVE) return hami_g_shim.mode == HAMI_SHIM_PASSTHROUGH ? HAMI_OK : HAMI_E_CORRUPT;
     int rc = ensure_slot();
     if (rc != HAMI_OK) return rc;
     return hami_region_reserve(hami_g_shim.region, hami_g_shim.slot, device, bytes);
+}
+
+void hami_shim_count_refusal(int device) {
+    if (hami_g_shim.mode == HAMI_SHIM_ACTIVE) hami_region_count_refusal(hami_g_shim.region, device);
+}
+
+int hami_shim_reserve(int device, uint64_t bytes) {
+    int rc = hami_shim_try_reserve(device, bytes);
+    if (rc == HAMI_E_OOM) hami_shim_count_refusal(device);
+    return rc;
 }
 
 void hami_shim_release(int device, uint64_t bytes) {
@@ -227,7 +237,9 @@ int hami_shim_clamp_meminfo(int device, uint64_t *free_bytes, uint64_t *total_by
 
 int hami_shim_spill(int device, uint64_t bytes) {
     if (hami_g_shim.mode != HAMI_SHIM_ACTIVE || hami_g_shim.slot < 0) return HAMI_E_INVALID;
-    return hami_region_spill(hami_g_shim.region, hami_g_shim.slot, device, bytes);
+    int rc = hami_region_spill(hami_g_shim.region, hami_g_shim.slot, device, bytes);
+    if (rc == HAMI_E_OOM) hami_shim_count_refusal(device);
+    return rc;
 }
 
 void hami_shim_unspill(int device, uint64_t bytes) {

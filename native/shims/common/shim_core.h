@@ -38,14 +38,21 @@ extern hami_shim hami_g_shim;
 /* Reads the environment and attaches the region.  Call once (pthread_once). */
 void hami_shim_setup(const hami_shim_config *cfg);
 
-/* HAMI_OK, HAMI_E_OOM, or another HAMI_E_* when the shim is broken. */
+/* HAMI_OK, HAMI_E_OOM, or another HAMI_E_* when the shim is broken.  A HAMI_E_OOM is counted in the
+ * region as one refusal: call it where the refusal goes back to the application. */
 int hami_shim_reserve(int device, uint64_t bytes);
+/* The same, uncounted: for a first try the shim retries itself after making room, and for charges
+ * no application call waits on. */
+int hami_shim_try_reserve(int device, uint64_t bytes);
+/* Counts one allocation refused over the memory limit (after hami_shim_try_reserve's last HAMI_E_OOM). */
+void hami_shim_count_refusal(int device);
 void hami_shim_release(int device, uint64_t bytes);
 /* Shared physical allocations (VMM shareable handles), through the region: see hami_region_share. */
 int hami_shim_share(int device, uint64_t size, uint64_t key_dev, uint64_t key_ino);
 int hami_shim_join(uint64_t key_dev, uint64_t key_ino, uint64_t *size, int *device);
 void hami_shim_leave_shared(int entry);
-/* Virtual device memory: moves reserved bytes into (out of) this process's spilled part. */
+/* Virtual device memory: moves reserved bytes into (out of) this process's spilled part; a spill past
+ * the host cap (HAMI_E_OOM) is counted as a refusal. */
 int hami_shim_spill(int device, uint64_t bytes);
 void hami_shim_unspill(int device, uint64_t bytes);
 

@@ -65,7 +65,8 @@ HAMI_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
     }
     uint64_t held = st->charged + reserved, actual = want;
     if (hami_real.cuCtxGetLimit(&now, limit) == CUDA_SUCCESS) actual = beyond_base(st, footprint(dev, limit, now));
-    if (actual > held && hami_cuda_reserve(dev, actual - held, NULL) == CUDA_SUCCESS) held = actual;
+    /* the driver's rounding is charged where it fits; not fitting refuses nothing the application asked */
+    if (actual > held && hami_shim_try_reserve(dev, actual - held) == HAMI_OK) held = actual;
     else if (actual < held) hami_shim_release(dev, held - actual), held = actual;
     /* (rounded up past the limit: the rounding stays uncharged -- a few bytes per thread at most) */
     st->charged = held;

@@ -10,13 +10,14 @@
 #define REAL_OR_FAIL(name) HAMI_REAL_OR_FAIL(name)
 
 CUresult hami_cuda_reserve(int dev, uint64_t bytes, const void *held) {
-    int rc = hami_shim_reserve(dev, bytes);
+    int rc = hami_shim_try_reserve(dev, bytes);
     if (HAMI_UNLIKELY(rc == HAMI_E_OOM)) {
         /* Memory this process's pools and graph allocator keep idle is real
          * device memory, charged as such; at the limit it is worth more as
          * headroom than as a cache.  (The driver itself trims when it runs out.) */
         uint64_t freed = hami_cuda_pools_trim(dev, held) + hami_cuda_graphs_trim(dev);
-        if (freed) rc = hami_shim_reserve(dev, bytes);
+        if (freed) rc = hami_shim_try_reserve(dev, bytes);
+        if (rc == HAMI_E_OOM) hami_shim_count_refusal(dev); /* once per refused call, whatever was retried */
     }
     if (rc == HAMI_OK) return CUDA_SUCCESS;
     /* Over the limit or a broken region: the runtime's own OOM code, which

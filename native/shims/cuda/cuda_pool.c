@@ -133,7 +133,7 @@ static uint64_t settle_locked(shim_pool *sp, int synchronised) {
         sp->charge = reserved;
     } else if (reserved > sp->charge) {
         /* Grown where no wrapper saw it (or tracked only now): count it if the limit allows. */
-        if (hami_shim_reserve(sp->dev, reserved - sp->charge) == HAMI_OK) {
+        if (hami_shim_try_reserve(sp->dev, reserved - sp->charge) == HAMI_OK) { /* no call of the application's is refused */
             sp->charge = reserved;
         } else if (!__atomic_exchange_n(&g_warned, 1, __ATOMIC_RELAXED)) {
             fprintf(stderr, "[hami-limiter/CUDA] a memory pool holds %llu bytes more than this allocation's "

@@ -8,6 +8,7 @@
  *                                         explicit pool, freed in stream order with occasional syncs
  *   cuda_driver waitalloc BYTES           retry cuMemAlloc until admitted; print WAITING, then ADMITTED <ns>
  *   cuda_driver hold BYTES                allocate, print READY, sleep
+ *   cuda_driver tries N BYTES             N allocations of BYTES (admitted ones kept); print "refused K"
  *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1";
  *                                         SECS 0: until SIGTERM (launch_loop.h)
  *   cuda_driver lookup BYTES              allocate BYTES through dlsym / cuGetProcAddress pointers
@@ -196,6 +197,17 @@ static int cmd_waitalloc(size_t bytes) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     printf("ADMITTED %lld rc=%d\n", (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec, rc);
+    return 0;
+}
+
+/* N allocations of BYTES each (those admitted are kept): how many the driver refused. */
+static int cmd_tries(long n, size_t bytes) {
+    long refused = 0;
+    for (long i = 0; i < n; i++) {
+        CUdeviceptr p;
+        if (cuMemAlloc_v2(&p, bytes) == CUDA_ERROR_OUT_OF_MEMORY) refused++;
+    }
+    printf("refused %ld\n", refused);
     return 0;
 }
 
@@ -451,6 +463,7 @@ int main(int argc, char **argv) {
                          argc >= 7 && !strcmp(argv[6], "keep"), argc >= 7 && !strcmp(argv[6], "mixed"));
     if (!strcmp(cmd, "waitalloc") && argc >= 3) return cmd_waitalloc(strtoull(argv[2], NULL, 10));
     if (!strcmp(cmd, "hold") && argc >= 3) return cmd_hold(strtoull(argv[2], NULL, 10));
+    if (!strcmp(cmd, "tries") && argc >= 4) return cmd_tries(atol(argv[2]), strtoull(argv[3], NULL, 10));
     if (!strcmp(cmd, "launch") && argc >= 6) return cmd_launch(argv[2], strtoull(argv[3], NULL, 10), atof(argv[4]), argv[5]);
     if (!strcmp(cmd, "lookup") && argc >= 3) return cmd_lookup(strtoull(argv[2], NULL, 10));
     if (!strcmp(cmd, "bench") && argc >= 3) return cmd_bench(atol(argv[2]));
