@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hami_devices.config import HamiConfig
@@ -10,13 +13,33 @@ from hami_devices.device import Device, HostResources
 from hami_devices.errors import DeviceUnavailable
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
+from hami_devices.ledger.served_node import record_served, served
 from hami_devices.models import DeviceInfo, DeviceTraits
-from hami_devices.node_identity import node_name
+from hami_devices.node_identity import node_for_ledger
 from hami_devices.nodeconfig import configure_devices, configure_inventory
 from hami_devices.registry import VendorRegistry, load_vendors, safe_probe
 
+log = logging.getLogger(__name__)
 
-def discover(
+@dataclass
+class Found:
+    """The devices discovery found, and each expected vendor that contributed none because its library
+    (or its plugin) cannot be loaded: vendor -> why it was expected and why it is missing."""
+
+    devices: list[Device]
+    missing: dict[str, str] = field(default_factory=dict)
+
+    def require(self) -> None:
+        """``DeviceUnavailable`` naming every missing vendor and its library, if any is missing."""
+        if self.missing:
+            raise DeviceUnavailable(missing_message(self.missing))
+
+
+def missing_message(missing: Mapping[str, str]) -> str:
+    return "; ".join(f"vendor {vendor} cannot be used: {why}" for vendor, why in sorted(missing.items()))
+
+
+def find_devices(
     inventory: str | Path | Inventory | None = None,
     *,
     vendors: Iterable[str] | None = None,
@@ -24,14 +47,17 @@ def discover(
     ledger: Ledger | None = None,
     registry: VendorRegistry | None = None,
     node: str | None = None,
-) -> list[Device]:
-    """Every device the loaded adapters find.
+) -> Found:
+    """Every device the loaded adapters find, and the expected vendors that found none (``Found``).
 
     With ``inventory`` the adapters run on the simulated back end built from it (its
     nodes name the devices); without, each adapter whose library is present asks its
     hardware, and the devices are on this node: ``node``, else the configuration's
-    ``node-name``, else ``NODE_NAME``, else the host's name (``node_identity``).  A vendor
-    whose library is absent contributes nothing (``hami-devices vendors`` says why).
+    ``node-name``, else ``NODE_NAME``, else the node ``ledger`` recorded at its first use, else the host's
+    name (``node_identity.node_for_ledger``: a name that differs from the recorded one is refused).  A vendor
+    whose library is absent contributes nothing (``hami-devices vendors`` says why); it is ``missing``
+    when it was expected: named in ``vendors``, its library named by its variable (``HAMI_NVML_LIBRARY``),
+    or seen on this node before (the ledger records the vendors it saw).
     The configuration's ``node-config`` applies either way: filtered devices are left
     out, and the node's scaling and split count are set on the others.
     """
@@ -58,15 +84,57 @@ def discover(
             for device in sorted(made, key=lambda d: order[d.uuid]):  # the inventory's order, whatever the vendors
                 device.host = host
                 devices.append(device)
-        return devices
-    for adapter in registry.adapters.values():
-        if safe_probe(adapter).available:
+        return Found(devices)
+    unusable: dict[str, str] = {}
+    for name, adapter in registry.adapters.items():
+        probe = safe_probe(adapter)
+        if probe.available:
             devices.extend(adapter.discover(ledger))
+        else:
+            unusable[name] = probe.detail if not probe.library or probe.library in probe.detail else (
+                f"{probe.detail} (library {probe.library})")
+    for name, failure in registry.failures.items():
+        unusable[name] = f"its plugin did not load: {failure.error}"
+    found = {d.info.vendor for d in devices}
     if devices:
-        here = node_name(node, config)
+        here = node_for_ledger(ledger, node, config)
         for device in devices:
             device.name_node(here)
-    return _configured(devices, config)
+    seen = served(ledger).vendors
+    if not found <= seen:
+        seen = record_served(ledger, vendors=found).vendors
+    expected = _expected(registry, vendors, seen)
+    missing = {v: f"{expected[v]}, but {unusable[v]}" for v in sorted(expected) if v in unusable}
+    return Found(_configured(devices, config), missing)
+
+
+def discover(
+    inventory: str | Path | Inventory | None = None,
+    *,
+    vendors: Iterable[str] | None = None,
+    config: HamiConfig | None = None,
+    ledger: Ledger | None = None,
+    registry: VendorRegistry | None = None,
+    node: str | None = None,
+) -> list[Device]:
+    """The devices of ``find_devices``; an expected vendor whose library cannot be loaded is logged as an
+    error (``find_devices`` tells it to a caller, ``Found.require`` raises it)."""
+    found = find_devices(inventory, vendors=vendors, config=config, ledger=ledger, registry=registry, node=node)
+    if found.missing:
+        log.error("%s", missing_message(found.missing))
+    return found.devices
+
+
+def _expected(registry: VendorRegistry, named: Iterable[str] | None, seen: frozenset[str]) -> dict[str, str]:
+    """Vendor -> why this node is expected to have it."""
+    why: dict[str, str] = {v: "seen on this node before (the ledger recorded it)" for v in seen}
+    for name, adapter in registry.adapters.items():
+        variable = adapter.library_env
+        if variable and os.environ.get(variable):
+            why[name] = f"{variable} names its library {os.environ[variable]}"
+    for name in named or ():
+        why[name] = "named with --vendor"
+    return why
 
 
 def _configured(devices: list[Device], config: HamiConfig) -> list[Device]:

@@ -7,8 +7,9 @@ fails to import is recorded with its error and the others still load.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +44,35 @@ def safe_probe(adapter: VendorAdapter) -> Probe:
         return Probe(False, f"probe raised {type(exc).__name__}: {exc}")
 
 
+PATH_SUFFIXES = ("_LIBRARY", "_FIXTURE", "_STATE")
+"""``HAMI_*`` variables with these endings name files: a vendor library (``HAMI_NVML_LIBRARY``), or a fake
+library's device table and state (``HAMI_FAKE_NVML_FIXTURE``)."""
+
+
+def path_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """Every file-naming ``HAMI_*`` variable of ``environ``, made absolute against this process's folder.
+
+    A library given by a bare name (``libnvidia-ml.so.1``) is left to the loader's search path."""
+    out: dict[str, str] = {}
+    for name, value in environ.items():
+        if not (name.startswith("HAMI_") and name.endswith(PATH_SUFFIXES) and value):
+            continue
+        bare_library = name.endswith("_LIBRARY") and "/" not in value
+        out[name] = value if bare_library or os.path.isabs(value) else os.path.abspath(value)
+    return out
+
+
+def resolve_path_variables(environ: MutableMapping[str, str] | None = None) -> None:
+    """Make the file-naming variables absolute where they are given, once: a process started later in
+    another folder (a Spark executor in its work folder) then opens the same files."""
+    environ = os.environ if environ is None else environ
+    environ.update(path_variables(environ))
+
+
 def load_vendors(names: Iterable[str] | None = None, config: HamiConfig | None = None) -> VendorRegistry:
-    """Instantiate every registered vendor adapter (or the named ones)."""
+    """Instantiate every registered vendor adapter (or the named ones); relative library and fixture
+    paths in the environment are made absolute first (``resolve_path_variables``)."""
+    resolve_path_variables()
     plugins, failures = load_plugins(VENDOR_NAMESPACE, names)
     registry = VendorRegistry(failures=failures)
     for name, plugin in sorted(plugins.items()):

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.allocation import allocate
-from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from, quantity_count
+from hami_devices.cli.common import add_json, add_source, found_from, ledger_from, quantity_count
 from hami_devices.cli.output import emit_json, print_table
-from hami_devices.errors import InvalidRequest
+from hami_devices.discovery import missing_message
+from hami_devices.errors import DeviceUnavailable, InsufficientResources, InvalidRequest
 from hami_devices.models import CORE_POLICIES, ResourceRequest
 
 
@@ -92,8 +93,15 @@ def run(args: argparse.Namespace) -> int:
     metadata = metadata_from(args.meta)
     ledger = ledger_from(args)
     try:
-        devices = devices_from(args, ledger)
-        handle = allocate(devices, request, policy=args.policy, metadata=metadata)
+        found = found_from(args, ledger)
+        try:
+            handle = allocate(found.devices, request, policy=args.policy, metadata=metadata)
+        except InsufficientResources as refusal:
+            if not found.missing:
+                raise
+            # "never fits" would blame the request for what a library that did not load hides
+            loaded = f"on the devices that did load: {refusal}"
+            raise DeviceUnavailable(f"{missing_message(found.missing)} ({loaded})") from refusal
     finally:
         ledger.close()
     if args.json:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from hami_devices.cli.output import error
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
-from hami_devices.discovery import discover
+from hami_devices.discovery import Found, find_devices, missing_message
 from hami_devices.errors import InvalidRequest
 from hami_devices.kubernetes import quantity
 from hami_devices.ledger import Ledger, MemoryLedger
@@ -59,7 +60,20 @@ def ledger_from(args: argparse.Namespace) -> Ledger:
 
 
 def devices_from(args: argparse.Namespace, ledger: Ledger) -> list[Device]:
+    return found_from(args, ledger).devices
+
+
+def found_from(args: argparse.Namespace, ledger: Ledger) -> Found:
+    """The devices, and the expected vendors whose library cannot be loaded (``discovery.find_devices``)."""
     config = config_from(args)
     registry = load_vendors(args.vendors, config)
-    return discover(args.inventory, config=config, ledger=ledger, registry=registry,
-                    node=getattr(args, "node_name", None))
+    return find_devices(args.inventory, vendors=args.vendors, config=config, ledger=ledger, registry=registry,
+                        node=getattr(args, "node_name", None))
+
+
+def report_missing(found: Found) -> int:
+    """Say on stderr which expected vendors cannot be used; the exit status: 1 when any, else 0."""
+    if not found.missing:
+        return 0
+    error(f"DeviceUnavailable: {missing_message(found.missing)}")
+    return 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hami_devices.cli.common import add_json, add_source, devices_from
+from hami_devices.cli.common import add_json, add_source, found_from, report_missing
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.ledger import MemoryLedger
 
@@ -18,10 +18,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    devices = devices_from(args, MemoryLedger())
+    found = found_from(args, MemoryLedger())
+    devices = found.devices
     if args.json:
-        emit_json({"devices": [d.info.model_dump(mode="json") for d in devices]})
-        return 0
+        emit_json({"devices": [d.info.model_dump(mode="json") for d in devices], "missing": found.missing})
+        return report_missing(found)
     rows = []
     for d in devices:
         info = d.info
@@ -43,4 +44,4 @@ def run(args: argparse.Namespace) -> int:
     print_table(
         ["NODE", "VENDOR", "IDX", "MODEL", "UUID", "MEM_MIB", "HEALTH", "NUMA", "PARTITIONS", "FP16_TFLOPS"], rows
     )
-    return 0
+    return report_missing(found)

@@ -7,7 +7,7 @@ import signal
 import sys
 from typing import Any
 
-from hami_devices.cli.common import add_source, devices_from, ledger_from
+from hami_devices.cli.common import add_source, found_from, ledger_from, report_missing
 from hami_devices.errors import InvalidRequest
 from hami_devices.extras import require
 
@@ -48,9 +48,12 @@ def run(args: argparse.Namespace) -> int:
     from hami_devices.observability.observer import Observer
 
     ledger = ledger_from(args)
-    devices = devices_from(args, ledger)
+    found = found_from(args, ledger)
+    devices = found.devices
+    report_missing(found)  # said at start; served as hami_exporter_collector_up 0 with its error for as long
     if args.once:
-        exporter = server.start(devices, ledger, listen=None, timeout_s=args.timeout, observe_interval_s=0)
+        exporter = server.start(devices, ledger, listen=None, timeout_s=args.timeout, observe_interval_s=0,
+                                missing=found.missing)
         try:
             Observer(ledger).observe(exporter.sampler.snapshot())
             sys.stdout.write(exporter.scrape().decode())
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     exporter = server.start(
         devices, ledger, listen=args.listen, timeout_s=args.timeout, observe_interval_s=args.observe_interval,
-        refresh_interval_s=args.refresh_interval,
+        refresh_interval_s=args.refresh_interval, missing=found.missing,
     )
     host, _ = server.parse_listen(args.listen)
     print(f"serving http://{host}:{exporter.port}/metrics ({len(devices)} devices)", file=sys.stderr, flush=True)

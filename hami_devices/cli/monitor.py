@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from hami_devices.cli.common import add_json, add_source, devices_from, ledger_from
+from hami_devices.cli.common import add_json, add_source, found_from, ledger_from, report_missing
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.models import NOT_AVAILABLE, Metrics, MetricValue
 
@@ -21,14 +21,15 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     ledger = ledger_from(args)
     try:
-        devices = [d for d in devices_from(args, ledger) if not args.uuid or d.uuid in args.uuid]
+        found = found_from(args, ledger)
+        devices = [d for d in found.devices if not args.uuid or d.uuid in args.uuid]
         metrics = [d.monitor() for d in devices]
     finally:
         ledger.close()
     if args.json:
         rows = [m.model_dump(mode="json") | {"node": d.info.node} for d, m in zip(devices, metrics, strict=True)]
-        emit_json({"metrics": rows})
-        return 0
+        emit_json({"metrics": rows, "missing": found.missing})
+        return report_missing(found)
     print_table(
         [
             "NODE", "DEVICE", "MODEL", "HEALTH", "MEM_USED/TOTAL", "UTIL%", "TEMP_C", "POWER_W", "ALLOC_MIB",
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                 for d, m, a in shares
             ],
         )
-    return 0
+    return report_missing(found)
 
 
 def _mib(value: MetricValue) -> str:

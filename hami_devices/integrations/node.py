@@ -5,7 +5,8 @@ executor) grants shares in processes the engine starts, so the node's set-up tra
 as variables in the environment of the node's engine processes:
 
 - ``HAMI_INVENTORY``: an inventory file (the simulated back end); unset: the vendor libraries;
-- ``HAMI_NODE``: which inventory node this node is (needed when the inventory has several);
+- ``HAMI_NODE``: which inventory node this node is (needed when the inventory has several); on hardware,
+  the node's name (default: the ledger's node, ``NODE_NAME``, the host's name: ``node_identity``);
 - ``HAMI_CONFIG``: the configuration YAML; ``HAMI_VENDORS``: comma-separated vendors to load;
 - ``HAMI_LEDGER``: the node's durable ledger, a SQLite file or a ``postgresql://`` URL (default as for the CLI).
 """
@@ -20,11 +21,12 @@ from typing import ClassVar, Self
 
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.device import Device
-from hami_devices.discovery import discover
+from hami_devices.discovery import find_devices
 from hami_devices.errors import InvalidRequest
 from hami_devices.ledger import Ledger
 from hami_devices.ledger.opening import LedgerTarget, ledger_target, open_ledger
 from hami_devices.ledger.paths import default_ledger_path
+from hami_devices.node_identity import node_for_ledger
 from hami_devices.registry import load_vendors
 
 VARIABLES = ("HAMI_INVENTORY", "HAMI_NODE", "HAMI_CONFIG", "HAMI_VENDORS", "HAMI_LEDGER")
@@ -74,10 +76,19 @@ class NodeSetup:
         config = self.load_config()
         registry = load_vendors(self.vendors or None, config)
         ledger = ledger or open_ledger(self.ledger)
-        found = discover(self.inventory, config=config, ledger=ledger, registry=registry)
+        found = find_devices(self.inventory, vendors=self.vendors or None, config=config, ledger=ledger,
+                             registry=registry, node=self.node if self.inventory is None else None)
+        found.require()  # a library that did not load is named here, not left to read as "never fits"
         if self.inventory is None:
-            return found
-        return self._this_node(found)
+            return found.devices
+        return self._this_node(found.devices)
+
+    def node_name(self, ledger: Ledger) -> str:
+        """The node this set-up's shares are on, even when it has no device: ``HAMI_NODE`` for an
+        inventory, else the name ``node_identity`` gives this node with its ledger."""
+        if self.inventory is not None and self.node is not None:
+            return self.node
+        return node_for_ledger(ledger, self.node, self.load_config())
 
     def _this_node(self, devices: Sequence[Device]) -> list[Device]:
         names = list(dict.fromkeys(d.info.node for d in devices))

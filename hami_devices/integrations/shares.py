@@ -112,7 +112,7 @@ class NodeShares:
 
     def node_name(self) -> str:
         devices = self.devices()
-        return devices[0].info.node if devices else (self.setup.node or "localhost")
+        return devices[0].info.node if devices else self.setup.node_name(self.ledger)
 
     def grant(
         self, spec: ShareSpec, *, name: str, metadata: Mapping[str, str], handle_id: str | None = None

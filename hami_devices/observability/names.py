@@ -158,6 +158,11 @@ COLLECTOR_UP = _m(
     "hami_exporter_collector_up", "gauge",
     "1 when the collector (a vendor library, the limiter regions, the ledger) answered in time.", ("collector",),
 )
+COLLECTOR_ERROR = _m(
+    "hami_exporter_collector_error_info", "info",
+    "Why a collector is down (value 1, only while it is): a vendor library that cannot be loaded, a timeout, an "
+    "error.", ("collector", "error"),
+)
 COLLECTOR_SECONDS = _m(
     "hami_exporter_collector_duration_seconds", "gauge", "How long the collector took (or has been running).",
     ("collector",),
@@ -174,7 +179,7 @@ SERVED: tuple[MetricName, ...] = (
     ALLOCATION_INFO, ALLOCATION_MEMORY_LIMIT, ALLOCATION_CORES_LIMIT, ALLOCATION_MEMORY_USED,
     ALLOCATION_MEMORY_PEAK, ALLOCATION_MEMORY_SPILLED, ALLOCATION_UTILIZATION, ALLOCATION_PROCESSES,
     GRANTED, RELEASED, EVICTIONS, REFUSALS, LIMITER_REFUSALS, EVENTS,
-    COLLECTOR_UP, COLLECTOR_SECONDS, SNAPSHOT_TIMESTAMP,
+    COLLECTOR_UP, COLLECTOR_ERROR, COLLECTOR_SECONDS, SNAPSHOT_TIMESTAMP,
 )
 
 

@@ -23,6 +23,7 @@ from hami_devices.observability.regions import REFUSAL_KINDS, GrantReading, Regi
 from hami_devices.observability.snapshot import EventTally, Snapshot
 
 MIB = 1024 * 1024
+ERROR_LABEL_CHARS = 300  # a label value, not a log: enough to name the library and the loader's complaint
 
 Labels = tuple[str, ...]
 Sample = tuple[MetricName, Labels, float]
@@ -194,6 +195,8 @@ def exporter_samples(snapshot: Snapshot) -> list[Sample]:
     out: list[Sample] = []
     for name, outcome in sorted(snapshot.outcomes.items()):
         out.append((names.COLLECTOR_UP, (name,), 1.0 if outcome.up else 0.0))
+        if not outcome.up and outcome.error:
+            out.append((names.COLLECTOR_ERROR, (name, outcome.error[:ERROR_LABEL_CHARS]), 1.0))
         out.append((names.COLLECTOR_SECONDS, (name,), outcome.seconds))
     out.append((names.SNAPSHOT_TIMESTAMP, (), snapshot.time))
     return out

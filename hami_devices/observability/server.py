@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -108,14 +108,16 @@ def start(
     observe_interval_s: float = 15.0,
     refresh_interval_s: float = 0.0,
     max_age_s: float | None = None,
+    missing: Mapping[str, str] | None = None,
 ) -> Exporter:
     """Serve ``/metrics`` on ``listen`` (``None``: no server, for ``scrape()`` alone) and observe every
     ``observe_interval_s`` seconds (0: never).
 
     ``refresh_interval_s``: take a snapshot in the background this often and serve the last one, never older
     than ``max_age_s`` (default: the interval plus ``timeout_s``); 0 collects on every scrape.
+    ``missing``: the expected vendors whose library cannot be loaded, served as collectors that are down.
     """
-    sampler = Sampler(devices, ledger, timeout_s=timeout_s)
+    sampler = Sampler(devices, ledger, timeout_s=timeout_s, missing=missing)
     publisher = Publisher(sampler, TextRenderer(), interval_s=refresh_interval_s, max_age_s=max_age_s)
     exporter = Exporter(sampler, publisher)
     if listen is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,8 +124,14 @@ def _read_vendor(devices: Sequence[Device]) -> dict[str, DeviceReadings]:
 class Sampler:
     """Takes snapshots of ``devices`` and ``ledger``; every source is bounded by ``timeout_s``."""
 
-    def __init__(self, devices: Sequence[Device], ledger: Ledger, *, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self, devices: Sequence[Device], ledger: Ledger, *, timeout_s: float = 5.0,
+        missing: Mapping[str, str] | None = None,
+    ) -> None:
+        """``missing``: vendor -> why the vendor this node is expected to have cannot be used (its collector is
+        reported down with that error: ``discovery.find_devices``)."""
         self.devices = list(devices)
+        self.missing = dict(missing or {})
         self.ledger = ledger
         self.timeout_s = timeout_s
         by_vendor: dict[str, list[Device]] = {}
@@ -165,6 +171,7 @@ class Sampler:
         if pending:
             wait(pending, timeout=max(0.0, deadline - time.monotonic()))
         outcomes.update({name: self._vendor_collectors[name].outcome(f) for name, f in vendors.items()})
+        outcomes.update({name: Outcome(name, False, 0.0, error=why) for name, why in self.missing.items()})
         regions: list[RegionReading] = []
         if handles is not None:
             outcomes[LIMITER] = self._limiter_collector.outcome(limiter)

@@ -127,7 +127,7 @@ class HamiPlugin(RuntimeEnvPlugin):
 
     def _node_name(self) -> str:
         devices = self._node_devices()
-        return devices[0].info.node if devices else (self._setup.node or "localhost")
+        return devices[0].info.node if devices else self._setup.node_name(self._ledger)
 
     def _grant(self, spec: ShareSpec, share: str) -> DeviceHandle:
         """The share's allocation: the live one if Ray retried ``create``, else a new one from the engine."""

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from hami_devices.integrations.shares import ShareSpec
 from hami_devices.integrations.spark.executor import RESOURCE_VAR, SHARE_SPEC_VAR, SHARE_VAR, Executor
+from hami_devices.registry import path_variables
 
 DISCOVERY_SCRIPT = "hami-spark-discover"
 DAEMON_MODULE = "hami_devices.integrations.spark.daemon"
@@ -59,4 +61,6 @@ def conf(
         settings[f"spark.worker.resource.{resource}.discoveryScript"] = discovery_script()
     if resource != "gpu":
         settings[f"spark.executorEnv.{RESOURCE_VAR}"] = resource
+    # executors run in work folders of their own: a relative library or fixture path is resolved here
+    settings.update({f"spark.executorEnv.{k}": v for k, v in path_variables(os.environ).items()})
     return settings
