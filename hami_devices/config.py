@@ -224,8 +224,26 @@ class NodeConfig(_Section):
 
 
 class HamiConfig(_Section):
-    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    device_plugin: DevicePluginConfig = Field(default_factory=DevicePluginConfig, alias="device-plugin")
+    """The configuration file (YAML, keys in kebab-case): the scheduler's policies and defaults, the device
+    plugin's sharing settings, this node's name and per-node settings.
+
+    Build one with `load_config` (a file) or `parse_config` (a mapping); both raise `InvalidConfig` naming
+    every wrong key. `hami-devices config schema` prints its JSON Schema, with the descriptions below.
+
+    Example:
+        ```python
+        config = hd.load_config("examples/config-hami-knobs.yaml")
+        engine = hd.build_engine("examples/cluster.yaml", config=config)
+        ```
+    """
+
+    scheduler: SchedulerConfig = Field(
+        default_factory=SchedulerConfig, description="placement: policies, defaults, the workload mix, preemption"
+    )
+    device_plugin: DevicePluginConfig = Field(
+        default_factory=DevicePluginConfig, alias="device-plugin",
+        description="sharing on the devices: overcommit, core policy, MIG mode, virtual memory",
+    )
     node_name: str | None = Field(
         default=None, alias="node-name",
         description="this node's name (after --node-name, before NODE_NAME and the host's name): see node_identity",
@@ -252,6 +270,18 @@ def parse_config(data: Any, source: str = "<config>") -> HamiConfig:
 
 
 def load_config(path: str | Path) -> HamiConfig:
+    """Read and validate a configuration file.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        The validated configuration; keys the file leaves out take their defaults.
+
+    Raises:
+        InvalidConfig: the file cannot be read, is not YAML, or breaks the schema; the message names the file,
+            the line and every wrong key (with the closest accepted key for a misspelt one).
+    """
     with located(path):
         return parse_config(read_yaml(path, InvalidConfig), source=str(path))
 

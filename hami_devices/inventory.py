@@ -58,19 +58,26 @@ class InventorySpec(_Strict):
 class NodeSpec(BaseModel):
     """One node: host CPU and memory, labels, taints, and its devices."""
 
-    name: str
-    cpu_milli: int
-    memory_mib: int
-    labels: dict[str, str] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
-    devices: list[DeviceInfo] = Field(default_factory=list)
+    name: str = Field(description="the node's name, as the cluster knows it")
+    cpu_milli: int = Field(description="host CPU, in thousandths of a core")
+    memory_mib: int = Field(description="host memory, in MiB")
+    labels: dict[str, str] = Field(default_factory=dict, description="labels a request's node_selector matches")
+    taints: list[Taint] = Field(default_factory=list, description="taints a request must tolerate to land here")
+    devices: list[DeviceInfo] = Field(default_factory=list, description="the node's devices")
 
 
 class Inventory(BaseModel):
-    nodes: list[NodeSpec]
-    source: str | None = None
+    """A cluster described in a file rather than discovered: its nodes, each with its devices.
+
+    `load_inventory` reads one; `hd.discover(inventory)` and `hd.build_engine(inventory)` run the simulated
+    back end on it, with the same adapters, accounting and engine as real hardware.
+    """
+
+    nodes: list[NodeSpec] = Field(description="the nodes, in the file's order")
+    source: str | None = Field(default=None, description="the file it was read from, for error messages")
 
     def devices(self) -> list[DeviceInfo]:
+        """Every device of every node, in the file's order."""
         return [d for n in self.nodes for d in n.devices]
 
 
@@ -193,6 +200,20 @@ def parse_inventory(
 def load_inventory(
     path: str | Path, *, split_count_default: int = 10, traits_for: TraitsLookup | None = None
 ) -> Inventory:
+    """Read and validate an inventory file (see ``examples/cluster.yaml``).
+
+    Args:
+        path: the YAML file: ``nodes``, each with its host CPU and memory, labels, taints and devices.
+        split_count_default: the sharers a device takes when its entry does not say.
+        traits_for: where a model's traits come from; the shipped catalog when omitted.
+
+    Returns:
+        The inventory, each device with a stable simulated uuid and its model's traits.
+
+    Raises:
+        InvalidInventory: the file cannot be read, is not YAML, or breaks the schema; the message names the
+            file, the line and every wrong key.
+    """
     data = read_yaml(path, InvalidInventory)
     with located(path):
         return parse_inventory(data, source=str(path), split_count_default=split_count_default, traits_for=traits_for)

@@ -47,5 +47,18 @@ def parse_workload(data: Any, source: str = "<workload>") -> list[ResourceReques
 
 
 def load_workload(path: str | Path) -> list[ResourceRequest]:
+    """Read a workload file (``tasks:``, each a request; see ``examples/workload.yaml``), as
+    ``hami-devices schedule --workload`` does.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        One validated request per task, in the file's order.
+
+    Raises:
+        InvalidRequest: the file cannot be read, is not YAML, or a task does not validate; ``field`` names the
+            task and the field.
+    """
     with located(path):
         return parse_workload(read_yaml(path), source=str(path))

@@ -112,7 +112,10 @@ class _TypedErrorsMeta(ModelMetaclass):
 class HamiModel(BaseModel, metaclass=_TypedErrorsMeta):
     """Base of all SDK models: strict about unknown fields, typed errors."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    # use_attribute_docstrings: a field's docstring is its description, in the JSON Schemas and the API reference
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, populate_by_name=True, use_attribute_docstrings=True
+    )
 
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:

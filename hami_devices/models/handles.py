@@ -18,15 +18,24 @@ class Grant(HamiModel):
     """What one device gives to one allocation."""
 
     uuid: str
+    """The device granted."""
     node: str
+    """The device's node."""
     vendor: str
+    """The device's vendor."""
     model: str
+    """The device's model."""
     index: int
+    """The device's index on its node, as its vendor numbers it."""
     part: int = Field(ge=0, description="index of the request part this grant serves")
     memory_mib: int = Field(ge=0)
+    """Device memory granted, in MiB."""
     cores: int = Field(ge=0, le=100)
+    """Compute granted, in percent of the device (100: exclusive)."""
     exclusive: bool = False
+    """Whether the allocation holds the device alone."""
     partition: str | None = None
+    """The partition profile granted (a MIG profile, vNPU template or sMLU profile), if any."""
     partition_uuid: str | None = Field(default=None, description="vendor id of a created partition (MIG uuid ...)")
     core_policy: CorePolicy = Field(
         default="cap",
@@ -99,8 +108,11 @@ class DeviceHandle(HamiModel):
     """
 
     id: str = Field(default_factory=_new_handle_id)
+    """The allocation id, unique in its ledger."""
     request: ResourceRequest
+    """The request as it was granted (defaults filled in)."""
     grants: list[Grant]
+    """One grant per device, for every part of the request."""
     node: str | None = Field(
         default=None,
         description="the node that hosts the task (its host CPU and memory); unset: its first grant's node",
@@ -112,6 +124,7 @@ class DeviceHandle(HamiModel):
         default_factory=dict, description="'node/vendor' -> limiter shared-region file of that group"
     )
     created_at: float = Field(default_factory=time.time)
+    """When it was granted, in seconds since the epoch."""
     metadata: dict[str, str] = Field(
         default_factory=dict,
         description="the caller's workload identity (workload, namespace, pod, container, queue, owner, ...)",

@@ -46,18 +46,34 @@ class Metrics(HamiModel):
     """Device-wide figures plus each allocation's usage.  ``"n/a"`` means not reportable."""
 
     uuid: str
+    """The device."""
     vendor: str
+    """The device's vendor."""
     model: str
+    """The device's model."""
     timestamp: float = Field(default_factory=time.time)
+    """When the readings were taken, in seconds since the epoch."""
     health: Health
+    """The device's health."""
     memory_total_mib: int
+    """Device memory, in MiB."""
     memory_used_mib: MetricValue
+    """Device memory in use, as the vendor library reports it, or "n/a"."""
     utilization_pct: MetricValue
+    """Compute utilization in percent, or "n/a"."""
     temperature_c: MetricValue
+    """Temperature in degrees Celsius, or "n/a"."""
     power_w: MetricValue
+    """Power draw in watts, or "n/a"."""
     allocated_memory_mib: int = 0
+    """Device memory the live allocations were granted, in MiB."""
     allocated_cores: int = 0
+    """Compute the live allocations were granted, in percent of the device."""
     sharers: int = 0
+    """How many live allocations share the device."""
     allocations: list[AllocationUsage] = Field(default_factory=list)
+    """Each live allocation's limits and usage, as its limiter region records it."""
     processes: list[ProcessUsage] = Field(default_factory=list)
+    """The processes the vendor library sees on the device."""
     extra: dict[str, MetricValue] = Field(default_factory=dict)
+    """The other fields the vendor library reports (clocks, ECC counts ...), by name."""

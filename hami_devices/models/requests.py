@@ -13,6 +13,9 @@ from hami_devices.models.constraints import RequestPolicy, Toleration
 
 
 class TaskType(StrEnum):
+    """What a task does, which the trait-affinity and latency-aware scorers weigh against each model's traits
+    (training prefers throughput and bf16, inference and interactive work latency and memory bandwidth)."""
+
     TRAINING = "training"
     INFERENCE = "inference"
     BATCH = "batch"
@@ -72,6 +75,7 @@ class RequestPart(HamiModel):
     """
 
     name: str | None = None
+    """A name for the part, used in refusals and anti-affinity."""
     count: int = Field(default=1, ge=1, le=64, description="devices; omitted: scheduler.default-count")
     memory_mib: int | None = Field(
         default=None, gt=0, description="MiB per device; with no memory_percent either: scheduler.default-memory"
@@ -87,14 +91,22 @@ class RequestPart(HamiModel):
         "(booked, not paced); omitted: device-plugin.core-policy",
     )
     vendors: list[str] = Field(default_factory=list)
+    """Vendors the part may use (empty: any)."""
     exclude_vendors: list[str] = Field(default_factory=list)
+    """Vendors the part must not use."""
     models: list[str] = Field(default_factory=list)
+    """Models the part may use, by catalog name or alias (empty: any)."""
     exclude_models: list[str] = Field(default_factory=list)
+    """Models the part must not use."""
     uuids: list[str] = Field(default_factory=list)
+    """The only devices the part may use (empty: any)."""
     exclude_uuids: list[str] = Field(default_factory=list)
+    """Devices the part must not use."""
     partition: str | None = Field(default=None, description="a profile name, or 'auto' for the smallest that fits")
     precision: Precision | None = None
+    """A precision the device must run (fp32, tf32, bf16, fp16, fp8, int8), from its traits."""
     numa_node: int | None = Field(default=None, ge=0)
+    """The NUMA node the part's devices must sit on."""
     virtual_memory: bool = Field(
         default=False,
         alias="virtual-memory",
@@ -146,18 +158,25 @@ class ResourceRequest(HamiModel):
     """What a task asks for: one or more parts, placed together or not at all."""
 
     name: str | None = None
+    """The task's name, used in messages, events and queues."""
     task_type: TaskType = TaskType.BATCH
+    """What the task does: training, inference, batch or interactive (scorers weigh traits by it)."""
     # Host resources come before the parts so that the parts' check can see them.
     host_cpu_milli: int = Field(default=0, ge=0)
+    """Host CPU the task needs on its node, in thousandths of a core."""
     host_memory_mib: int = Field(default=0, ge=0)
+    """Host memory the task needs on its node, in MiB."""
     parts: list[RequestPart] = Field(
         default_factory=list,
         validate_default=True,
         description="device parts; none for a task that needs host CPU and memory only",
     )
     same_node: bool = True
+    """All parts on one node (False: each part may take its own node)."""
     topology: Literal["none", "preferred", "required"] = "none"
+    """How much the devices' links matter: none, preferred (scored) or required (a filter)."""
     latency_slo_ms: float | None = Field(default=None, gt=0)
+    """A latency objective the latency-aware policy weighs, in milliseconds."""
     priority: int = Field(default=0, description="higher wins; only priority preemption inside a queue reads it")
     preemptible: bool = Field(
         default=False,
@@ -175,6 +194,7 @@ class ResourceRequest(HamiModel):
         "priority to its value",
     )
     queue: str = "default"
+    """The queue the task counts in (queueing)."""
     labels: dict[str, str] = Field(
         default_factory=dict, description="soft: nodes carrying them score higher (locality); see node_selector"
     )
