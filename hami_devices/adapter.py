@@ -51,7 +51,32 @@ class Probe:
 
 
 class VendorAdapter(ABC):
-    """One vendor.  Subclasses set the class attributes and implement probe/discover."""
+    """One vendor: what a plugin implements, loaded from the ``hami_devices.vendors`` entry point.
+
+    A subclass sets the class attributes (``name``, ``capabilities``, ``visible_devices_env``,
+    ``limiter_shim``, ``library_env``, ``device_nodes``) and implements ``probe`` and ``discover``; the other
+    methods have defaults a vendor overrides where its hardware differs: ``partition_catalog`` and
+    ``plan_grant`` (how a request part is rounded onto a device: MIG profiles, vNPU templates, sMLU units),
+    ``prepare``/``teardown`` (creating and removing partitions), ``environment`` (what the workload process
+    gets), ``pair_score`` (topology). ``simulate`` serves the same adapter on an inventory, with no hardware.
+
+    Args:
+        config: the configuration in effect; the defaults when omitted.
+
+    Example:
+        ```python
+        class ExampleAdapter(VendorAdapter):
+            name = "example"
+            capabilities = frozenset({Capability.SIMULATED, Capability.MEMORY_LIMIT})
+            visible_devices_env = ("EXAMPLE_VISIBLE_DEVICES",)
+
+            def probe(self) -> Probe: ...
+            def discover(self, ledger: Ledger) -> list[Device]: ...
+        ```
+
+    ``hami-devices conformance NAME`` certifies that an adapter keeps this contract; a plugin that fails to
+    load is reported by name (``hami-devices vendors``) without taking the other vendors down.
+    """
 
     name: ClassVar[str]
     display_name: ClassVar[str] = ""

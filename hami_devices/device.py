@@ -68,7 +68,19 @@ def _allocator() -> _Allocator:
 
 
 class Device(ABC):
-    """One accelerator on a node.  Accounting is shared; readings are the vendor's."""
+    """One accelerator on a node.  Accounting is shared; readings are the vendor's.
+
+    The core does the accounting for every vendor (memory within total x overcommit, cores within 100,
+    sharers within ``split_count``, an exclusive holder alone), in the ledger the device was discovered with;
+    a vendor's subclass implements only ``read`` (the library's live readings). ``allocate`` and ``release``
+    go through ``hd.allocate`` and ``hd.release`` on this one device; ``monitor`` returns the readings plus
+    each allocation's usage from its limiter region, with ``"n/a"`` for what the device cannot report.
+
+    Args:
+        info: the device's static facts.
+        adapter: the vendor adapter that found it.
+        ledger: the ledger its allocations are kept in (one per node, shared by all its devices).
+    """
 
     def __init__(self, info: DeviceInfo, adapter: VendorAdapter, ledger: Ledger) -> None:
         self._info = info
