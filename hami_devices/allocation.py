@@ -24,7 +24,6 @@ after any crash; a refusal changes nothing, so its event is written on its own.
 from __future__ import annotations
 
 import logging
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ from hami_devices.device_sets import DeviceSet, booked, device_set
 from hami_devices.engine_config import configure_engine
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.inputs import as_request
-from hami_devices.isolation import create_region, limits_enforced, remove_regions, with_core_policy
+from hami_devices.isolation import realise_group, remove_regions, with_core_policy
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
 from hami_devices.releasing import evict as evict  # released here before: callers import them from here
@@ -232,7 +231,7 @@ def _commit(
     fresh = DeviceHandle(request=placement.request, grants=grants, metadata=identity, node=placement.node)
     if handle_id is not None:
         fresh = fresh.model_copy(update={"id": handle_id})
-    handle = _realise(fresh, kept.adapters)
+    handle = _realise(fresh, kept.adapters, kept.prepare_on_node)
     try:
         view.add(handle)
         memory = {g.uuid: kept.by_uuid[g.uuid].info.memory_mib for g in handle.grants}
@@ -311,27 +310,30 @@ def _host_verified(placement: Placement, cluster: ClusterState) -> None:
         raise InsufficientResources(f"the placement of {label} no longer fits its node", refused, permanent=False)
 
 
-def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter]) -> DeviceHandle:
-    """Create partitions and limiter regions, and one environment per (node, vendor) group; undo on failure."""
+def _realise(handle: DeviceHandle, adapters: Mapping[str, VendorAdapter], on_node: bool = False) -> DeviceHandle:
+    """Create partitions and limiter regions, and one environment per (node, vendor) group; undo on failure.
+
+    ``on_node``: the regions are left to the node that runs the workload (``handoff.prepare``), and each
+    environment holds no path of this host (visible devices, precision plans)."""
     groups: dict[tuple[str, str], list[Grant]] = defaultdict(list)
     for grant in handle.grants:  # each grant keeps its cores as its part, else the configuration, says
         policed = with_core_policy(adapters[grant.vendor], handle.request.parts[grant.part], grant)
         groups[(grant.node, grant.vendor)].append(policed)
     prepared: dict[tuple[str, str], list[Grant]] = {}
     regions: dict[str, str] = {}
+    environments: dict[str, dict[str, str]] = {}
     try:
         for (node, vendor), grants in groups.items():
             prepared[(node, vendor)] = adapters[vendor].prepare(grants)
         for (node, vendor), grants in prepared.items():
-            if limits_enforced(adapters[vendor]):
-                key = group_key(node, vendor)
-                tag = re.sub(r"[^A-Za-z0-9_.-]", "_", node)  # node names become part of a file name
-                virtual = [handle.request.parts[g.part].virtual_memory for g in grants]
-                regions[key] = str(create_region(adapters[vendor], f"{handle.id}-{tag}", grants, virtual))
-        environments = {
-            group_key(node, vendor): adapters[vendor].environment(grants, regions.get(group_key(node, vendor)))
-            for (node, vendor), grants in prepared.items()
-        }
+            key = group_key(node, vendor)
+            if on_node:
+                environments[key] = adapters[vendor].environment(grants, None)
+                continue
+            virtual = [handle.request.parts[g.part].virtual_memory for g in grants]
+            region, environments[key] = realise_group(adapters[vendor], handle.id, node, grants, virtual)
+            if region is not None:
+                regions[key] = region
         if any(part.model_ref is not None for part in handle.request.parts):  # HAMI_PRECISION_PLAN
             for key, plan in plan_environments(handle).items():
                 environments[key] = {**environments.get(key, {}), **plan}

@@ -41,6 +41,7 @@ def build_engine(
     registry: VendorRegistry | None = None,
     ledger: Ledger | None = None,
     mix: WorkloadMix | None = None,
+    prepare_on_node: bool = True,
 ) -> Engine:
     """The engine exactly as ``hami-devices schedule`` builds it.
 
@@ -51,7 +52,10 @@ def build_engine(
     ``ledger`` its live allocations are booked (confirmed), as after a restart, the
     workload mix it keeps is continued, and the engine commits to it: ``engine.allocate``,
     ``commit``, ``release`` and ``refresh`` (``hami_devices.committing``).  ``config``: a
-    ``HamiConfig``, a mapping of its keys or a YAML path.
+    ``HamiConfig``, a mapping of its keys or a YAML path.  ``prepare_on_node`` (with ``ledger``): the
+    allocations carry no path of this host and their limiter regions are made by ``hami-devices prepare``
+    on the node that runs the workload (``hami_devices.handoff``); False: made here at commit, as
+    ``hd.allocate`` does for the devices of this host.
     """
     config = as_config(config)
     registry = registry or load_vendors(config=config)
@@ -68,7 +72,7 @@ def build_engine(
         def devices_on(ledger: Ledger) -> list[Device]:
             return discover(given, config=settings, ledger=ledger, registry=loaded)
 
-        engine.committer = LedgerCommitter(ledger, cluster, devices_on)
+        engine.committer = LedgerCommitter(ledger, cluster, devices_on, prepare_on_node=prepare_on_node)
         with ledger.reading() as view:
             cluster.sync(view.handles())
             kept = load_from(view)

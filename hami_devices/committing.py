@@ -7,6 +7,10 @@ own, so there is one view: every commit brings it in step with the ledger inside
 transaction (``booked``), re-checks the placement there by the one rule set and books the
 allocation in it, exactly as ``hd.allocate`` does for any caller.  The devices are made on the
 first commit (a scheduler that only decides never pays for them).
+
+A scheduler runs on a host of its own: by default (``prepare_on_node``) its allocations carry no path
+of that host and create no limiter region there; the node that runs the workload makes them with
+``hami-devices prepare HANDLE_ID`` (``hami_devices.handoff``).
 """
 
 from __future__ import annotations
@@ -33,8 +37,16 @@ __all__ = ["LedgerCommitter"]
 class LedgerCommitter:
     """Commits one engine's placements to ``ledger`` through ``hd.allocate``'s transaction (``allocate_on``)."""
 
-    def __init__(self, ledger: Ledger, cluster: ClusterState, make_devices: Callable[[Ledger], list[Device]]) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        cluster: ClusterState,
+        make_devices: Callable[[Ledger], list[Device]],
+        *,
+        prepare_on_node: bool = True,
+    ) -> None:
         self.ledger = ledger
+        self.prepare_on_node = prepare_on_node
         self._cluster = cluster
         self._make_devices = make_devices
         self._set: DeviceSet | None = None
@@ -57,6 +69,7 @@ class LedgerCommitter:
                     # The engine's cluster is the set's: one view, brought in step with the ledger by each commit.
                     kept.cluster = self._cluster
                     kept.lock = self._lock
+                    kept.prepare_on_node = self.prepare_on_node
                     self._set = kept
         return self._set
 

@@ -43,6 +43,7 @@ class DeviceSet:
     fetched: int = 0  # allocations the last ``booked`` read that this set had not booked
     key: tuple[int, ...] = ()
     sequence: Sequence[Device] | None = None  # the list last given for it, held so that its id stays its own
+    prepare_on_node: bool = False  # regions and host paths left to ``hami-devices prepare`` on the node (handoff)
 
 
 KEPT_DEVICE_SETS = 8

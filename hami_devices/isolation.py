@@ -8,6 +8,7 @@ one allocation must not share device slots.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,11 +64,16 @@ def virtual_memory(adapter: VendorAdapter, asked: bool) -> bool:
     return asked or adapter.config.device_plugin.memory_overcommit > 1.0
 
 
+def region_path(adapter: VendorAdapter, stem: str) -> Path:
+    """Where the region of ``stem`` (``region_name``) for ``adapter``'s vendor lives on this host."""
+    return limiter.region_dir() / f"{stem}-{adapter.name}.region"
+
+
 def create_region(
     adapter: VendorAdapter, handle_id: str, grants: Sequence[Grant], virtual: Sequence[bool] = ()
 ) -> Path:
     """``virtual``: per grant, whether its request part asked for virtual memory (default: none did)."""
-    path = limiter.region_dir() / f"{handle_id}-{adapter.name}.region"
+    path = region_path(adapter, handle_id)
     host_cap = adapter.config.device_plugin.virtual_memory_host_limit_mib * MIB
     asked = list(virtual) + [False] * (len(grants) - len(virtual))
     limits = [
@@ -78,6 +84,34 @@ def create_region(
     ]
     limiter.Region.create(path, limits).close()
     return path
+
+
+def region_name(handle_id: str, node: str) -> str:
+    """The stem of an allocation's region on ``node`` (``create_region`` adds the vendor): the same on every host,
+    so the node that prepares an allocation (``handoff``) and the one that committed it name it alike."""
+    return f"{handle_id}-{re.sub(r'[^A-Za-z0-9_.-]', '_', node)}"  # node names become part of a file name
+
+
+def realise_group(
+    adapter: VendorAdapter,
+    handle_id: str,
+    node: str,
+    grants: Sequence[Grant],
+    virtual: Sequence[bool],
+    *,
+    keep_existing: bool = False,
+) -> tuple[str | None, dict[str, str]]:
+    """One (node, vendor) group made real on this host: its limiter region (when limits are enforced) and the
+    environment of its processes, with this host's paths.  A commit does it on the committing host; ``prepare``
+    on the node that runs the workload.  ``keep_existing``: a region already there is used as it is (a
+    prepare retried, or on the host that committed): its processes keep their counters."""
+    if not limits_enforced(adapter):
+        return None, adapter.environment(list(grants), None)
+    stem = region_name(handle_id, node)
+    path = region_path(adapter, stem)
+    if not (keep_existing and path.exists()):
+        path = create_region(adapter, stem, grants, virtual)
+    return str(path), adapter.environment(list(grants), str(path))
 
 
 def remove_regions(handle: DeviceHandle, keep: Collection[str] = ()) -> None:

@@ -17,6 +17,7 @@ VERB_MODULES = (
     "discover",
     "allocate",
     "release",
+    "handoff",
     "monitor",
     "allocations",
     "schedule",
