@@ -571,8 +571,48 @@ class ExplodingReadAdapter(PlainAdapter):
     device_class = ExplodingReadDevice
 
 
+class AutoByMemoryAdapter(PlainAdapter):
+    """For ``partition: auto`` picks the smallest profile with enough memory, whatever cores were asked."""
+
+    def choose_profile(
+        self, info: DeviceInfo, part: RequestPart, memory_mib: int, usage: DeviceUsage
+    ) -> PartitionProfile | None:
+        if part.partition != "auto":
+            return super().choose_profile(info, part, memory_mib, usage)
+        fitting = [p for p in info.partitions if p.memory_mib >= memory_mib]
+        return min(fitting, key=lambda p: p.memory_mib, default=None)
+
+
+class NamedRoundsUpAdapter(PlainAdapter):
+    """When the named profile is too small for the request, "helpfully" grants the next larger one."""
+
+    def choose_profile(
+        self, info: DeviceInfo, part: RequestPart, memory_mib: int, usage: DeviceUsage
+    ) -> PartitionProfile | None:
+        chosen = super().choose_profile(info, part, memory_mib, usage)
+        if chosen is None and part.partition not in (None, "auto"):
+            auto = part.model_copy(update={"partition": "auto"})
+            return super().choose_profile(info, auto, memory_mib, usage)
+        return chosen
+
+
+class NamedGrantsLessAdapter(PlainAdapter):
+    """A named profile is granted whatever memory or cores the request asks (the name alone decides)."""
+
+    def choose_profile(
+        self, info: DeviceInfo, part: RequestPart, memory_mib: int, usage: DeviceUsage
+    ) -> PartitionProfile | None:
+        if part.partition not in (None, "auto"):
+            part, memory_mib = part.model_copy(update={"cores": 0}), 0
+        return super().choose_profile(info, part, memory_mib, usage)
+
+
 CLASSES: dict[str, tuple[str, str]] = {
     "MisspeltShimAdapter": ("identity.adapter", "names a limiter shim that is not built"),
     "OverpromisedCatalogAdapter": ("partition.catalog", "promises more partition instances than the device holds"),
+    "AutoByMemoryAdapter": ("partition.each-dimension", "rounds 'auto' onto a profile by memory alone"),
+    "NamedRoundsUpAdapter": ("partition.each-dimension", "grants a larger profile than the one named"),
+    "NamedGrantsLessAdapter": ("partition.named-covers", "grants a named profile smaller than the request"),
 }
-"""Issue 40's broken adapters -> (the one check that must refuse it, its bug)."""
+"""Issue 40's broken adapters -> (the one check that must refuse it, its bug); a SHOULD check's failure is
+reported, not fatal."""

@@ -32,6 +32,7 @@ MODULES = (
     "stateful",
     "badinput",
     "partitions",
+    "dimensions",
     "limiter",
 )
 

@@ -20,7 +20,8 @@ from hami_devices.models import DeviceHandle, PartitionProfile
 MAX_GRANTS = 64
 
 
-def _partitioned(bench: Bench) -> list[Device]:
+def partitioned_devices(bench: Bench) -> list[Device]:
+    """The healthy devices carrying a partition catalog; fails the check when there are none."""
     devices = [d for d in bench.healthy() if profiles_of(d)]
     if not devices:
         helper = {d.info.model: len(bench.adapter.partition_catalog(d.info.model)) for d in bench.healthy()}
@@ -37,7 +38,7 @@ def _partitioned(bench: Bench) -> list[Device]:
     return devices
 
 
-def _one_per_model(devices: list[Device]) -> list[Device]:
+def one_per_model(devices: list[Device]) -> list[Device]:
     seen: dict[str, Device] = {}
     for device in devices:
         seen.setdefault(device.info.model, device)
@@ -46,7 +47,7 @@ def _one_per_model(devices: list[Device]) -> list[Device]:
 
 @check("partition.catalog")
 def catalog(bench: Bench) -> None:
-    for device in _one_per_model(_partitioned(bench)):
+    for device in one_per_model(partitioned_devices(bench)):
         profiles = profiles_of(device)
         names = [p.name for p in profiles]
         expect(len(names) == len(set(names)), f"{device.type}: duplicate profile names {names}")
@@ -80,7 +81,7 @@ def _expect_profile(handle: DeviceHandle, profile: PartitionProfile) -> None:
 
 @check("partition.granted-from-catalog")
 def granted_from_catalog(bench: Bench) -> None:
-    for device in _one_per_model(_partitioned(bench)):
+    for device in one_per_model(partitioned_devices(bench)):
         profiles = profiles_of(device)
         for profile in profiles:
             try:
@@ -120,7 +121,7 @@ def granted_from_catalog(bench: Bench) -> None:
 
 @check("partition.no-overlap")
 def no_overlap(bench: Bench) -> None:
-    for device in _one_per_model(_partitioned(bench)):
+    for device in one_per_model(partitioned_devices(bench)):
         profiles = profiles_of(device)
         rng = random.Random(device.info.model)
         for _ in range(3):
