@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hami_devices.errors import InvalidConfig
-from hami_devices.models import DeviceInfo, Grant, ResourceRequest
+from hami_devices.models import DeviceInfo, Grant, RequestPart, ResourceRequest
 from hami_devices.queueing.spec import BASE_RESOURCES, DeviceClass
 from hami_devices.rules import model_names
 from hami_devices.scheduling.cluster import UNBOUNDED, Booking, ClusterState
@@ -159,18 +159,36 @@ class Resources:
     def estimate(self, request: ResourceRequest) -> Vector:
         """The charge before placement, counting only what every placement costs.
 
-        A part's memory given as a percentage and every scoped key depend on the
-        device chosen: they count 0 here (the exact charge is checked once placed).
+        A part's memory given as a percentage depends on the device chosen: it counts 0
+        here (the exact charge is checked once placed).  A scoped key (``devices@train``)
+        counts a part when every device of the cluster the part could use is in that
+        scope (its vendors, models and uuids select only such devices, or the cluster has
+        no others), so a guarantee given only on scoped keys entitles the tasks it can
+        serve; a part that could land outside the scope counts 0 there.
         """
         out = np.zeros(len(self.keys))
         for p in request.parts:
             out[0] += p.count if p.exclusive else 0
             out[1] += p.count * p.cores
             out[2] += p.count * (p.memory_mib or 0)
+            if self.scoped:
+                self._estimate_scoped(p, out)
         nodes = 1 if request.same_node or len(request.parts) <= 1 else len(request.parts)
         out[3] = request.host_cpu_milli * nodes
         out[4] = request.host_memory_mib * nodes
         return out
+
+    def _estimate_scoped(self, part: RequestPart, out: Vector) -> None:
+        """Add ``part`` to each scoped key whose scope holds every device the part could use."""
+        c = self.cluster
+        could = np.flatnonzero(c.alive[: c.size] & c.match_ok(part)[: c.size])
+        if could.size == 0:
+            return
+        for i in self.scoped:
+            if self.scope_rows(i)[could].all():
+                base = self.parsed[i].base
+                out[i] += (part.count if part.exclusive else 0) if base == "devices" else (
+                    part.count * part.cores if base == "device-cores" else part.count * (part.memory_mib or 0))
 
     # ------------------------------------------------------------------ cluster totals
     def _node_rows(self) -> npt.NDArray[np.int64]:
