@@ -85,6 +85,9 @@ def builtin_workload(adapter: VendorAdapter, hardware: bool, fake: bool = False)
         variable: str(runtime_library),
         "HAMI_FAKE_GPU_STATE": f"{TMP}/fake-gpu.state",
         "HAMI_FAKE_MEMORY_MIB": str(FAKE_MEMORY_MIB),
+        # This fake runtime is a stand-in for the limiter checks, not the adapter's devices: it shows its own
+        # device whatever the allocation's CUDA_VISIBLE_DEVICES & co. name (docs/fakes.md).
+        "HAMI_FAKE_VISIBLE_DEVICES": "all",
     }
     if library == "libcuda.so.1":
         # The CUDA shim measures compute through NVML, as on a host: the fake NVML, which describes the

@@ -7,8 +7,10 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
+#include <strings.h>
 
 #include "hami_fake_gpu.h"
+#include "hami_fake_visible.h"
 #include "shim_core.h"
 
 static hami_fake_gpu_state *g_fake;
@@ -16,24 +18,15 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_order[HAMI_REGION_MAX_DEVICES]; /* region device -> fake-state device */
 static int g_count;
 
+/* The shim's device i is the runtime's ordinal i: the same list as the fake runtime's (hami_fake_visible.h). */
 static void attach(void) {
     const char *tag = hami_g_shim.tag ? hami_g_shim.tag : "CUDA";
     g_fake = hami_fake_gpu_attach(tag);
     if (!g_fake) return;
-    /* The fake libcuda's HAMI_FAKE_CUDA_VISIBLE_DEVICES reorders its ordinals: follow it. */
-    const char *v = strcmp(tag, "CUDA") == 0 ? getenv("HAMI_FAKE_CUDA_VISIBLE_DEVICES") : NULL;
-    if (!v || !*v) {
-        for (uint32_t i = 0; i < g_fake->device_count && i < HAMI_REGION_MAX_DEVICES; i++) g_order[g_count++] = (int)i;
-        return;
-    }
-    for (const char *p = v; *p && g_count < HAMI_REGION_MAX_DEVICES;) {
-        char *end;
-        long i = strtol(p, &end, 10);
-        if (end == p) break;
-        if (i >= 0 && (uint32_t)i < g_fake->device_count) g_order[g_count++] = (int)i;
-        if (*end != ',') break;
-        p = end + 1;
-    }
+    int cuda = strcasecmp(tag, "CUDA") == 0, ascend = strcasecmp(tag, "ASCEND") == 0;
+    const char *real = cuda ? "CUDA_VISIBLE_DEVICES" : ascend ? "ASCEND_RT_VISIBLE_DEVICES" : "MLU_VISIBLE_DEVICES";
+    g_count = hami_fake_visible(tag, real, g_fake->device_count, cuda ? hami_fake_gpu_uuid : NULL, g_order,
+                                HAMI_REGION_MAX_DEVICES);
 }
 
 uint64_t hami_busy_from_fake_state(const hami_region *r, int device) {

@@ -51,6 +51,10 @@ class Env:
         env.pop("LD_PRELOAD", None)
         env["LD_LIBRARY_PATH"] = str(self.fakes)
         env["HAMI_FAKE_GPU_STATE"] = str(self.state)
+        # The fakes read CUDA_VISIBLE_DEVICES & co. as the real runtimes do, and an allocation of a simulated
+        # inventory names UUIDs this fake host does not have: show every fake device, as the host's own list.
+        # (Tests of the real variables set HAMI_FAKE_VISIBLE_DEVICES="" in ``vars`` or ``extra``.)
+        env["HAMI_FAKE_VISIBLE_DEVICES"] = "all"
         env.update(self.vars)
         if shim:
             env["LD_PRELOAD"] = str(hook_shim(shim) if hooks else need(limiter.shim_library, shim))

@@ -8,6 +8,7 @@
 
 #include "hami_acl_api.h"
 #include "hami_fake_gpu.h"
+#include "hami_fake_visible.h"
 #include "ptrmap.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -26,8 +27,18 @@ static void after_fork_child(void) {
     hami_ptrmap_after_fork(&g_ptrs);
 }
 
+/* Device id -> fake-state device: ASCEND_RT_VISIBLE_DEVICES (or the pin HAMI_FAKE_ASCEND_VISIBLE_DEVICES),
+ * see hami_fake_visible.h. */
+static int g_order[HAMI_FAKE_GPU_MAX_DEVICES];
+static int g_count;
+
+static hami_fake_device *dev_of(int id) { return &g_state->devices[g_order[id]]; }
+
 static void attach(void) {
     g_state = hami_fake_gpu_attach("ASCEND");
+    if (g_state)
+        g_count = hami_fake_visible("ASCEND", "ASCEND_RT_VISIBLE_DEVICES", g_state->device_count, NULL, g_order,
+                                    HAMI_FAKE_GPU_MAX_DEVICES);
     g_default_ns = hami_fake_default_kernel_ns();
     pthread_atfork(NULL, NULL, after_fork_child);
 }
@@ -38,7 +49,7 @@ static int ready(void) {
 }
 
 static hami_fake_proc *proc_of(int dev) {
-    if (!g_proc[dev]) g_proc[dev] = hami_fake_proc_slot(&g_state->devices[dev], (int32_t)getpid());
+    if (!g_proc[dev]) g_proc[dev] = hami_fake_proc_slot(dev_of(dev), (int32_t)getpid());
     return g_proc[dev];
 }
 
@@ -49,13 +60,13 @@ EXPORT aclError aclFinalize(void) { return ACL_SUCCESS; }
 
 EXPORT aclError aclrtGetDeviceCount(uint32_t *count) {
     if (!ready()) return ACL_ERROR_UNINITIALIZE;
-    *count = g_state->device_count;
+    *count = (uint32_t)g_count;
     return ACL_SUCCESS;
 }
 
 EXPORT aclError aclrtSetDevice(int32_t deviceId) {
     if (!ready()) return ACL_ERROR_UNINITIALIZE;
-    if (deviceId < 0 || (uint32_t)deviceId >= g_state->device_count) return ACL_ERROR_INVALID_PARAM;
+    if (deviceId < 0 || deviceId >= g_count) return ACL_ERROR_INVALID_PARAM;
     t_dev = deviceId;
     return ACL_SUCCESS;
 }
@@ -72,7 +83,7 @@ static aclError do_alloc(void **devPtr, size_t size) {
     if (!ready()) return ACL_ERROR_UNINITIALIZE;
     if (t_dev < 0) return ACL_ERROR_RT_CONTEXT_NULL;
     if (!devPtr || size == 0) return ACL_ERROR_INVALID_PARAM;
-    hami_fake_device *d = &g_state->devices[t_dev];
+    hami_fake_device *d = dev_of(t_dev);
     if (hami_fake_mem_take(d, proc_of(t_dev), size) != 0 &&
         (hami_fake_reap_dead(d) == 0 || hami_fake_mem_take(d, proc_of(t_dev), size) != 0))
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
@@ -95,14 +106,14 @@ EXPORT aclError aclrtFree(void *devPtr) {
     int32_t dev;
     if (!ready() || hami_ptrmap_take(&g_ptrs, (uint64_t)(uintptr_t)devPtr, &size, &dev) != 0)
         return ACL_ERROR_INVALID_PARAM;
-    hami_fake_mem_give(&g_state->devices[dev], proc_of(dev), size);
+    hami_fake_mem_give(dev_of(dev), proc_of(dev), size);
     return ACL_SUCCESS;
 }
 
 EXPORT aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_, size_t *total) {
     if (!ready()) return ACL_ERROR_UNINITIALIZE;
     if (t_dev < 0) return ACL_ERROR_RT_CONTEXT_NULL;
-    hami_fake_device *d = &g_state->devices[t_dev];
+    hami_fake_device *d = dev_of(t_dev);
     uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
     *total = d->total_bytes;
     *free_ = used < d->total_bytes ? d->total_bytes - used : 0;
@@ -113,7 +124,7 @@ EXPORT aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint32_t blockDim,
                                   size_t argsSize, aclrtStream stream) {
     if (!ready()) return ACL_ERROR_UNINITIALIZE;
     if (t_dev < 0) return ACL_ERROR_RT_CONTEXT_NULL;
-    hami_fake_run_kernel(&g_state->devices[t_dev], proc_of(t_dev),
+    hami_fake_run_kernel(dev_of(t_dev), proc_of(t_dev),
                          t_kernel_ns != UINT64_MAX ? t_kernel_ns : g_default_ns);
     return ACL_SUCCESS;
 }
@@ -124,6 +135,6 @@ EXPORT aclError aclrtCreateStream(aclrtStream *stream) {
 }
 
 EXPORT aclError aclrtSynchronizeStream(aclrtStream stream) {
-    if (ready() && t_dev >= 0) hami_fake_synchronize(&g_state->devices[t_dev], proc_of(t_dev));
+    if (ready() && t_dev >= 0) hami_fake_synchronize(dev_of(t_dev), proc_of(t_dev));
     return ACL_SUCCESS;
 }

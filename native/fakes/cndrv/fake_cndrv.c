@@ -7,6 +7,7 @@
 
 #include "hami_cndrv_api.h"
 #include "hami_fake_gpu.h"
+#include "hami_fake_visible.h"
 #include "ptrmap.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -28,8 +29,18 @@ static void after_fork_child(void) {
     hami_ptrmap_after_fork(&g_ptrs);
 }
 
+/* Device ordinal -> fake-state device: MLU_VISIBLE_DEVICES (or the pin HAMI_FAKE_CAMBRICON_VISIBLE_DEVICES),
+ * see hami_fake_visible.h. */
+static int g_order[HAMI_FAKE_GPU_MAX_DEVICES];
+static int g_count;
+
+static hami_fake_device *dev_of(int ordinal) { return &g_state->devices[g_order[ordinal]]; }
+
 static void attach(void) {
     g_state = hami_fake_gpu_attach("CAMBRICON");
+    if (g_state)
+        g_count = hami_fake_visible("CAMBRICON", "MLU_VISIBLE_DEVICES", g_state->device_count, NULL, g_order,
+                                    HAMI_FAKE_GPU_MAX_DEVICES);
     g_default_ns = hami_fake_default_kernel_ns();
     for (int i = 0; i < HAMI_FAKE_GPU_MAX_DEVICES; i++) g_ctx[i].device = i;
     pthread_atfork(NULL, NULL, after_fork_child);
@@ -41,7 +52,7 @@ static int ready(void) {
 }
 
 static hami_fake_proc *proc_of(int dev) {
-    if (!g_proc[dev]) g_proc[dev] = hami_fake_proc_slot(&g_state->devices[dev], (int32_t)getpid());
+    if (!g_proc[dev]) g_proc[dev] = hami_fake_proc_slot(dev_of(dev), (int32_t)getpid());
     return g_proc[dev];
 }
 
@@ -51,7 +62,7 @@ EXPORT CNresult cnInit(int flags) { return ready() ? CN_SUCCESS : CN_ERROR_NOT_I
 
 EXPORT CNresult cnDeviceGetCount(int *count) {
     if (!ready()) return CN_ERROR_NOT_INITIALIZED;
-    *count = (int)g_state->device_count;
+    *count = g_count;
     return CN_SUCCESS;
 }
 
@@ -63,7 +74,7 @@ EXPORT CNresult cnDeviceGet(CNdev *device, int ordinal) {
 
 EXPORT CNresult cnCtxCreate(CNcontext *pctx, unsigned int flags, CNdev dev) {
     if (!ready()) return CN_ERROR_NOT_INITIALIZED;
-    if (dev < 0 || (uint32_t)dev >= g_state->device_count) return CN_CONTEXT_ERROR_INVALID;
+    if (dev < 0 || dev >= g_count) return CN_CONTEXT_ERROR_INVALID;
     *pctx = &g_ctx[dev];
     t_ctx = &g_ctx[dev];
     return CN_SUCCESS;
@@ -84,7 +95,7 @@ EXPORT CNresult cnMalloc(CNaddr *pmluAddr, cn_uint64_t bytes) {
     if (!ready()) return CN_ERROR_NOT_INITIALIZED;
     if (!t_ctx) return CN_CONTEXT_ERROR_INVALID;
     int dev = t_ctx->device;
-    hami_fake_device *d = &g_state->devices[dev];
+    hami_fake_device *d = dev_of(dev);
     if (hami_fake_mem_take(d, proc_of(dev), bytes) != 0 &&
         (hami_fake_reap_dead(d) == 0 || hami_fake_mem_take(d, proc_of(dev), bytes) != 0))
         return CN_MEMORY_ERROR_OUT_OF_MEMORY;
@@ -99,14 +110,14 @@ EXPORT CNresult cnFree(CNaddr addr) {
     int32_t dev;
     if (!ready()) return CN_ERROR_NOT_INITIALIZED;
     if (hami_ptrmap_take(&g_ptrs, addr, &size, &dev) != 0) return CN_CONTEXT_ERROR_INVALID;
-    hami_fake_mem_give(&g_state->devices[dev], proc_of(dev), size);
+    hami_fake_mem_give(dev_of(dev), proc_of(dev), size);
     return CN_SUCCESS;
 }
 
 EXPORT CNresult cnMemGetInfo(cn_uint64_t *pfreeBytes, cn_uint64_t *ptotalBytes) {
     if (!ready()) return CN_ERROR_NOT_INITIALIZED;
     if (!t_ctx) return CN_CONTEXT_ERROR_INVALID;
-    hami_fake_device *d = &g_state->devices[t_ctx->device];
+    hami_fake_device *d = dev_of(t_ctx->device);
     uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
     *ptotalBytes = d->total_bytes;
     *pfreeBytes = used < d->total_bytes ? d->total_bytes - used : 0;
@@ -118,7 +129,7 @@ EXPORT CNresult cnInvokeKernel(CNkernel hkernel, unsigned int dimx, unsigned int
                                void **extra) {
     if (!ready()) return CN_ERROR_NOT_INITIALIZED;
     if (!t_ctx) return CN_CONTEXT_ERROR_INVALID;
-    hami_fake_run_kernel(&g_state->devices[t_ctx->device], proc_of(t_ctx->device),
+    hami_fake_run_kernel(dev_of(t_ctx->device), proc_of(t_ctx->device),
                          t_kernel_ns != UINT64_MAX ? t_kernel_ns : g_default_ns);
     return CN_SUCCESS;
 }

@@ -7,6 +7,7 @@
 
 #include "hami_cnrt_api.h"
 #include "hami_fake_gpu.h"
+#include "hami_fake_visible.h"
 #include "ptrmap.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -25,19 +26,29 @@ static void after_fork_child(void) {
     hami_ptrmap_after_fork(&g_ptrs);
 }
 
+/* Device ordinal -> fake-state device: MLU_VISIBLE_DEVICES (or the pin HAMI_FAKE_CAMBRICON_VISIBLE_DEVICES),
+ * see hami_fake_visible.h. */
+static int g_order[HAMI_FAKE_GPU_MAX_DEVICES];
+static int g_count;
+
+static hami_fake_device *dev_of(int ordinal) { return &g_state->devices[g_order[ordinal]]; }
+
 static void attach(void) {
     g_state = hami_fake_gpu_attach("CAMBRICON");
+    if (g_state)
+        g_count = hami_fake_visible("CAMBRICON", "MLU_VISIBLE_DEVICES", g_state->device_count, NULL, g_order,
+                                    HAMI_FAKE_GPU_MAX_DEVICES);
     g_default_ns = hami_fake_default_kernel_ns();
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
 static int ready(void) {
     pthread_once(&g_once, attach);
-    return g_state != NULL && g_state->device_count > 0;
+    return g_state != NULL && g_count > 0;
 }
 
 static hami_fake_proc *proc_of(int dev) {
-    if (!g_proc[dev]) g_proc[dev] = hami_fake_proc_slot(&g_state->devices[dev], (int32_t)getpid());
+    if (!g_proc[dev]) g_proc[dev] = hami_fake_proc_slot(dev_of(dev), (int32_t)getpid());
     return g_proc[dev];
 }
 
@@ -45,13 +56,13 @@ EXPORT void hamiFakeCnrtSetKernelNs(uint64_t ns) { t_kernel_ns = ns; }
 
 EXPORT cnrtRet_t cnrtGetDeviceCount(unsigned int *count) {
     if (!ready()) return cnrtErrorNoDevice;
-    *count = g_state->device_count;
+    *count = (unsigned int)g_count;
     return cnrtSuccess;
 }
 
 EXPORT cnrtRet_t cnrtSetDevice(int device) {
     if (!ready()) return cnrtErrorNoDevice;
-    if (device < 0 || (uint32_t)device >= g_state->device_count) return cnrtErrorArgsInvalid;
+    if (device < 0 || device >= g_count) return cnrtErrorArgsInvalid;
     t_dev = device;
     return cnrtSuccess;
 }
@@ -64,7 +75,7 @@ EXPORT cnrtRet_t cnrtGetDevice(int *device) {
 EXPORT cnrtRet_t cnrtMalloc(void **pPtr, size_t bytes) {
     if (!ready()) return cnrtErrorNoDevice;
     if (!pPtr || bytes == 0) return cnrtErrorArgsInvalid;
-    hami_fake_device *d = &g_state->devices[t_dev];
+    hami_fake_device *d = dev_of(t_dev);
     if (hami_fake_mem_take(d, proc_of(t_dev), bytes) != 0 &&
         (hami_fake_reap_dead(d) == 0 || hami_fake_mem_take(d, proc_of(t_dev), bytes) != 0))
         return cnrtErrorNoMem;
@@ -79,13 +90,13 @@ EXPORT cnrtRet_t cnrtFree(void *ptr) {
     int32_t dev;
     if (!ready() || hami_ptrmap_take(&g_ptrs, (uint64_t)(uintptr_t)ptr, &size, &dev) != 0)
         return cnrtErrorArgsInvalid;
-    hami_fake_mem_give(&g_state->devices[dev], proc_of(dev), size);
+    hami_fake_mem_give(dev_of(dev), proc_of(dev), size);
     return cnrtSuccess;
 }
 
 EXPORT cnrtRet_t cnrtMemGetInfo(size_t *free_, size_t *total) {
     if (!ready()) return cnrtErrorNoDevice;
-    hami_fake_device *d = &g_state->devices[t_dev];
+    hami_fake_device *d = dev_of(t_dev);
     uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
     *total = d->total_bytes;
     *free_ = used < d->total_bytes ? d->total_bytes - used : 0;
@@ -95,7 +106,7 @@ EXPORT cnrtRet_t cnrtMemGetInfo(size_t *free_, size_t *total) {
 EXPORT cnrtRet_t cnrtInvokeKernel(const void *kernel, cnrtDim3_t dim, cnrtFunctionType_t ktype, void **args,
                                   size_t reserved, cnrtQueue_t queue) {
     if (!ready()) return cnrtErrorNoDevice;
-    hami_fake_run_kernel(&g_state->devices[t_dev], proc_of(t_dev),
+    hami_fake_run_kernel(dev_of(t_dev), proc_of(t_dev),
                          t_kernel_ns != UINT64_MAX ? t_kernel_ns : g_default_ns);
     return cnrtSuccess;
 }
@@ -106,6 +117,6 @@ EXPORT cnrtRet_t cnrtQueueCreate(cnrtQueue_t *pQueue) {
 }
 
 EXPORT cnrtRet_t cnrtQueueSync(cnrtQueue_t queue) {
-    if (ready()) hami_fake_synchronize(&g_state->devices[t_dev], proc_of(t_dev));
+    if (ready()) hami_fake_synchronize(dev_of(t_dev), proc_of(t_dev));
     return cnrtSuccess;
 }

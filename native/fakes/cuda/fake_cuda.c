@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fake_cuda.h"
+#include "hami_fake_visible.h"
 
 struct CUmod_st { int unused; };
 
@@ -43,29 +44,16 @@ static void after_fork_child(void) {
     pthread_mutex_init(&fake_mu, NULL);
 }
 
-/* CUDA ordinal -> fake-state device.  HAMI_FAKE_CUDA_VISIBLE_DEVICES="2,0" shows
- * state devices 2 and 0 as ordinals 0 and 1, as CUDA_VISIBLE_DEVICES reorders a
- * real host's GPUs; unset, ordinal i is state device i. */
+/* CUDA ordinal -> fake-state device, from CUDA_VISIBLE_DEVICES as the CUDA runtime reads it (indices,
+ * GPU and MIG UUIDs) or the test's pin HAMI_FAKE_CUDA_VISIBLE_DEVICES: see hami_fake_visible.h. */
 static int g_order[HAMI_FAKE_GPU_MAX_DEVICES];
 static int g_count;
 
 static hami_fake_device *state_of(int dev) { return &g_state->devices[g_order[dev]]; }
 
 static void choose_visible(void) {
-    const char *v = getenv("HAMI_FAKE_CUDA_VISIBLE_DEVICES");
-    g_count = 0;
-    if (!v || !*v) {
-        for (uint32_t i = 0; i < g_state->device_count; i++) g_order[g_count++] = (int)i;
-        return;
-    }
-    for (const char *p = v; *p && g_count < HAMI_FAKE_GPU_MAX_DEVICES;) {
-        char *end;
-        long i = strtol(p, &end, 10);
-        if (end == p) break;
-        if (i >= 0 && (uint32_t)i < g_state->device_count) g_order[g_count++] = (int)i;
-        p = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') break;
-    }
+    g_count = hami_fake_visible("CUDA", "CUDA_VISIBLE_DEVICES", g_state->device_count, hami_fake_gpu_uuid, g_order,
+                                HAMI_FAKE_GPU_MAX_DEVICES);
 }
 
 static void attach(void) {
@@ -137,6 +125,7 @@ static int g_inited;
 
 EXPORT CUresult cuInit(unsigned int Flags) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (g_count == 0) return CUDA_ERROR_NO_DEVICE; /* as the driver with no device visible */
     __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
 }
@@ -166,33 +155,7 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
     return CUDA_SUCCESS;
 }
 
-/* Identity of a state device: from the fake NVML's fixture ($HAMI_FAKE_NVML_FIXTURE,
- * "uuid =" and "bus_id =" of the matching [gpu] section) when one is set, so the
- * two fakes describe the same GPUs; otherwise the fake NVML's defaults. */
-static void identity(int index, char uuid[96], char bus_id[32]) {
-    snprintf(uuid, 96, "GPU-00000000-0000-0000-0000-%012x", (unsigned)index);
-    snprintf(bus_id, 32, "00000000:%02X:00.0", 0x10 + (unsigned)index);
-    const char *path = getenv("HAMI_FAKE_NVML_FIXTURE");
-    FILE *f = path && *path ? fopen(path, "re") : NULL;
-    if (!f) return;
-    char line[512];
-    int section = -1;
-    while (fgets(line, sizeof line, f)) {
-        char key[64], value[128];
-        if (strncmp(line, "[gpu]", 5) == 0) {
-            if (++section == index) {
-                /* Defaults for this index, as the fake NVML gives them. */
-                snprintf(uuid, 96, "GPU-00000000-0000-0000-0000-%012x", (unsigned)index);
-                snprintf(bus_id, 32, "00000000:%02X:00.0", 0x10 + (unsigned)index);
-            }
-            continue;
-        }
-        if (section != index || sscanf(line, " %63[^= ] = %127s", key, value) != 2) continue;
-        if (!strcmp(key, "uuid")) snprintf(uuid, 96, "%.95s", value);
-        else if (!strcmp(key, "bus_id")) snprintf(bus_id, 32, "%.31s", value);
-    }
-    fclose(f);
-}
+static void identity(int index, char uuid[96], char bus_id[32]) { hami_fake_gpu_identity(index, uuid, 96, bus_id, 32); }
 
 EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
     NEED_INIT();

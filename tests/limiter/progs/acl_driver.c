@@ -1,4 +1,5 @@
 /* Test driver for the Ascend shim, linked against the fake libascendcl.so.
+ *   acl_driver devices         "devices N", then "dev<i> <MiB>" per device id
  *   acl_driver oom BYTES       fill to BYTES (the limit), then one byte more
  *   acl_driver launch US SECS  launch loop of US-microsecond kernels (SECS 0: until SIGTERM) */
 #define _GNU_SOURCE
@@ -14,6 +15,18 @@ void hamiFakeAclSetKernelNs(uint64_t ns);
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 2 && !strcmp(argv[1], "devices")) { /* the device ids this process sees, each by its MiB */
+        uint32_t n = 0;
+        if (aclInit(NULL) != ACL_SUCCESS || aclrtGetDeviceCount(&n) != ACL_SUCCESS) return 2;
+        printf("devices %u\n", n);
+        for (uint32_t i = 0; i < n; i++) {
+            size_t free_b = 0, total_b = 0;
+            if (aclrtSetDevice((int32_t)i) != ACL_SUCCESS) return 3;
+            aclrtGetMemInfo(ACL_HBM_MEM, &free_b, &total_b);
+            printf("dev%u %zu\n", i, total_b >> 20);
+        }
+        return 0;
+    }
     if (argc < 3 || aclInit(NULL) != ACL_SUCCESS || aclrtSetDevice(0) != ACL_SUCCESS) return 2;
     if (!strcmp(argv[1], "oom")) {
         size_t want = strtoull(argv[2], NULL, 10), free_b = 0, total_b = 0;

@@ -1,4 +1,5 @@
 /* Test driver for the Cambricon shim, linked against the fake libcnrt.so and libcndrv.so.
+ *   cn_driver devices cnrt|cndrv         "devices N", then "dev<i> <MiB>" per ordinal
  *   cn_driver oom cnrt|cndrv BYTES       fill to BYTES (the limit), then one byte more
  *   cn_driver launch cnrt|cndrv US SECS  launch loop (SECS 0: until SIGTERM) */
 #define _GNU_SOURCE
@@ -16,6 +17,26 @@ void hamiFakeCndrvSetKernelNs(uint64_t ns);
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 3 && !strcmp(argv[1], "devices")) { /* the ordinals this process sees, each by its MiB */
+        int drv = !strcmp(argv[2], "cndrv");
+        unsigned int n = 0;
+        int count = 0;
+        if (drv ? cnInit(0) != CN_SUCCESS || cnDeviceGetCount(&count) != CN_SUCCESS
+                : cnrtGetDeviceCount(&n) != cnrtSuccess)
+            return 2;
+        if (drv) n = (unsigned int)count;
+        printf("devices %u\n", n);
+        for (unsigned int i = 0; i < n; i++) {
+            CNcontext ctx;
+            if (drv ? cnCtxCreate(&ctx, 0, (CNdev)i) != CN_SUCCESS : cnrtSetDevice((int)i) != cnrtSuccess) return 3;
+            cn_uint64_t f = 0, t = 0;
+            size_t f2 = 0, t2 = 0;
+            if (drv) cnMemGetInfo(&f, &t);
+            else cnrtMemGetInfo(&f2, &t2), t = t2;
+            printf("dev%u %llu\n", i, (unsigned long long)t >> 20);
+        }
+        return 0;
+    }
     if (argc < 4) return 2;
     int drv = !strcmp(argv[2], "cndrv");
     CNcontext ctx;

@@ -8,6 +8,7 @@
  *                                         explicit pool, freed in stream order with occasional syncs
  *   cuda_driver waitalloc BYTES           retry cuMemAlloc until admitted; print WAITING, then ADMITTED <ns>
  *   cuda_driver hold BYTES                allocate, print READY, sleep
+ *   cuda_driver devices                   "devices N", then "dev<i> <MiB>" per ordinal (cuInit's rc if it fails)
  *   cuda_driver tries N BYTES             N allocations of BYTES (admitted ones kept); print "refused K"
  *   cuda_driver launch KIND US SECS DEVS  launch loop; KIND = kernel|ex|coop|graph; DEVS = "0" or "0,1";
  *                                         SECS 0: until SIGTERM (launch_loop.h)
@@ -197,6 +198,19 @@ static int cmd_waitalloc(size_t bytes) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     printf("ADMITTED %lld rc=%d\n", (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec, rc);
+    return 0;
+}
+
+/* The devices this process sees, in ordinal order, each by its memory in MiB. */
+static int cmd_devices(void) {
+    int n = 0;
+    cuDeviceGetCount(&n);
+    printf("devices %d\n", n);
+    for (int i = 0; i < n; i++) {
+        size_t total = 0;
+        cuDeviceTotalMem_v2(&total, i);
+        printf("dev%d %zu\n", i, total >> 20);
+    }
     return 0;
 }
 
@@ -456,6 +470,7 @@ int main(int argc, char **argv) {
         return 7;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "devices")) return cmd_devices();
     if (strcmp(cmd, "launch") != 0) use_device(0);
     if (!strcmp(cmd, "oom")) return cmd_oom();
     if (!strcmp(cmd, "storm") && argc >= 6)
