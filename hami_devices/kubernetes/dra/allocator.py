@@ -46,6 +46,7 @@ from hami_devices.kubernetes.dra.nomatch import why_no_device
 from hami_devices.kubernetes.dra.results import grants_of
 from hami_devices.models import ResourceRequest
 from hami_devices.registry import VendorRegistry, load_vendors
+from hami_devices.scheduling.cluster import BoolArray
 from hami_devices.scheduling.engine import Placement
 
 MAX_ATTEMPTS = 128
@@ -96,6 +97,8 @@ class DraAllocator(Narrowing, Counters):
         self._ours = [i for i, d in enumerate(self.catalog.devices) if d.ours]
         self._cards_with_counters = [i for i in self._ours if self.catalog.devices[i].kind == names.KIND_DEVICE
                                      and self.catalog.devices[i].counter_set is not None]
+        self._set_card = {(d.driver, d.pool, str(d.counter_set)): str(d.own("uuid"))
+                          for d in (self.catalog.devices[i] for i in self._ours) if d.counter_set is not None}
         self._taken: set[int] = set()
         self._counters_used: dict[tuple[str, str, str], dict[str, Decimal]] = {}
         self._share_holds: Counter[tuple[str, str, str]] = Counter()  # live shares of each set's card
@@ -216,8 +219,7 @@ class DraAllocator(Narrowing, Counters):
         """The engine's placement; a distinctAttribute conflict narrows the later request and asks again."""
         distinct = [c for c in claim.constraints if c.distinct]
         for _ in range(REPAIRS):
-            blocked = self._partitioned_cards()
-            masks = [o.mask & ~blocked if o.partition is None and blocked.any() else o.mask for o in combo]
+            masks = self._masks(combo)
             placement = self.engine.try_place(request, candidates=masks)
             if placement is None:
                 return None
@@ -234,6 +236,16 @@ class DraAllocator(Narrowing, Counters):
             combo = [narrowed if k == index else o for k, o in enumerate(combo)]
             request = request.model_copy(update={"parts": [o.part for o in combo]})
         return None
+
+    def _masks(self, combo: Sequence[Option]) -> list[BoolArray]:
+        """Each option's cards less those the counters rule out: for a share, cards partitioned now; for a
+        partition, cards where no device of its profile fits (shared, or their set used up)."""
+        partitioned = self._partitioned_cards()
+        out = []
+        for o in combo:
+            blocked = partitioned if o.partition is None else self._partition_cards_full(o.rows)
+            out.append(o.mask & ~blocked if blocked is not None and blocked.any() else o.mask)
+        return out
 
     def _conflict(
         self, constraint: Constraint, placement: Placement, combo: Sequence[Option]

@@ -27,6 +27,7 @@ class Counters:
     _share_holds: Counter[tuple[str, str, str]]
     _cards_with_counters: list[int]
     _uuid_of: list[str]
+    _set_card: dict[tuple[str, str, str], str]  # counter set -> the uuid of the card it belongs to
     engine: Engine
 
     # ------------------------------------------------------------------ counters
@@ -86,6 +87,26 @@ class Counters:
             key = (d.driver, d.pool, str(d.counter_set))
             if self._share_holds[key] == 0 and any(self._counters_used.get(key, {}).values()):
                 where = index.get(self._uuid_of[row])
+                if where is not None:
+                    blocked[where] = True
+        return blocked
+
+    def _partition_cards_full(self, rows: dict[str, list[int]]) -> BoolArray | None:
+        """Engine rows of the cards in ``rows`` (card uuid -> its partition devices of one profile) on which
+        none of those devices is free with its counters fitting: a share or other partitions hold the set.
+        None when no counter is in use (nothing is blocked). The engine may otherwise pick such a card (it
+        lets a vNPU or sMLU instance sit beside a share) and the claim would be refused for want of a device
+        while other cards are idle."""
+        in_use = [key for key, used in self._counters_used.items() if any(used.values())]
+        if not in_use:
+            return None
+        blocked: BoolArray = np.zeros(self.engine.cluster.size, dtype=np.bool_)
+        index = self.engine.cluster.uuid_index
+        for key in in_use:
+            uuid = self._set_card.get(key)
+            devices = rows.get(uuid) if uuid is not None else None
+            if devices and not any(r not in self._taken and self._fits(r, ()) for r in devices):
+                where = index.get(uuid) if uuid is not None else None
                 if where is not None:
                     blocked[where] = True
         return blocked
