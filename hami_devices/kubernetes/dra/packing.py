@@ -1,8 +1,8 @@
 """How a pool's devices and counter sets are cut into ResourceSlices, by the rules of the API release served.
 
 - ``"1.34"``: a device may only consume a counter set of its own slice, so a card, its
-  counter set and its partitions share a slice; cards are packed in order under the
-  per-slice limits (128 devices, 32 shared counters, 1024 counter consumptions).
+  counter set and its partitions share a slice, one card a slice (``pack_together``), each
+  within the per-slice limits (128 devices, 32 shared counters, 1024 counter consumptions).
 - ``"1.35"`` (and newer): a slice holds devices *or* counter sets, never both
   (``only one of sharedCounters or devices is allowed``); a device consumes a set
   published in any slice of its pool.  Counter sets are packed 8 to a slice (32 counters
@@ -67,24 +67,16 @@ def pack(units: Sequence[CardUnit], kubernetes: str = DEFAULT_RELEASE) -> list[S
 
 
 def pack_together(units: Sequence[CardUnit]) -> list[list[CardUnit]]:
-    """1.34: cards into slices, in order, each with its counter set and partitions, within the limits."""
-    slices: list[list[CardUnit]] = []
-    current: list[CardUnit] = []
-    devices = counters = consumptions = 0
+    """1.34: one card a slice, with its counter set and partitions, within the limits.
+
+    One card, not as many as fit: 1.34's allocator checks a share's capacity against the
+    slice's first device (kubernetes#133705), so a share of any later card of a slice is
+    judged by the wrong card's capacity (the mixed-tier example is refused)."""
     for unit in units:
         n, c, k = len(unit.devices), len(unit.counters), unit.consumptions
         if n > MAX_DEVICES or c > MAX_COUNTERS or k > MAX_CONSUMPTIONS:
             raise InvalidRequest("devices", f"card {unit.devices[0].name} alone exceeds the ResourceSlice limits")
-        if current and (
-            devices + n > MAX_DEVICES or counters + c > MAX_COUNTERS or consumptions + k > MAX_CONSUMPTIONS
-        ):
-            slices.append(current)
-            current, devices, counters, consumptions = [], 0, 0, 0
-        current.append(unit)
-        devices, counters, consumptions = devices + n, counters + c, consumptions + k
-    if current:
-        slices.append(current)
-    return slices
+    return [[unit] for unit in units]
 
 
 def _together(group: Sequence[CardUnit]) -> SliceContent:

@@ -6,7 +6,8 @@ rule can make on an empty card (MIG profiles at each valid placement, vNPU templ
 sMLU profiles: one device per instance it may hold) are published as devices of their
 own that consume a per-card counter set (KEP-4815): ``memory`` and ``cores`` and, where
 the vendor places instances on slices (MIG), one counter per memory slice, so two
-overlapping placements can never both be allocated.
+overlapping placements can never both be allocated; a profile with fewer instances than
+placements (MIG's ``+me``, one per GPU) also consumes a counter of its own holding that number.
 
 A pool is one node's devices.  How they are cut into slices follows the rules of the
 Kubernetes release served (``packing``): under 1.34 a card, its counter set and its
@@ -109,7 +110,11 @@ def card_unit(info: DeviceInfo, rule: GrantRule) -> CardUnit:
     slices = _memory_slices(profiles)
     unit.counters.update({f"memory-slice-{k}": 1 for k in range(slices)})
     for profile in profiles:
-        for slot in _slots(profile, slices):
+        slots = _slots(profile, slices)
+        limit = _instance_counter(profile, slots)
+        if limit is not None:
+            unit.counters[limit] = profile.max_instances
+        for slot in slots:
             attrs = device_attributes(info, kind=names.KIND_PARTITION)
             attrs[names.DOMAIN]["partition"] = profile.name
             attrs[names.DOMAIN]["parentDevice"] = parent
@@ -117,6 +122,8 @@ def card_unit(info: DeviceInfo, rule: GrantRule) -> CardUnit:
             if slices:
                 width = profile.native.get("memory_slices", 1)
                 consumes.update({f"memory-slice-{k}": 1 for k in range(slot, slot + width)})
+            if limit is not None:
+                consumes[limit] = 1
             unit.devices.append(
                 PublishedDevice(
                     name=names.partition_name(parent, profile.name, slot),
@@ -153,6 +160,14 @@ def _memory_slices(profiles: Sequence[PartitionProfile]) -> int:
 
 def _slots(profile: PartitionProfile, slices: int) -> list[int]:
     return list(profile.placements) if slices and profile.placements else list(range(profile.max_instances))
+
+
+def _instance_counter(profile: PartitionProfile, slots: Sequence[int]) -> str | None:
+    """The counter that caps a profile published at more places than it may have instances (MIG's ``+me``
+    profiles: one per GPU, for the media engines they take, at any of 7 placements); None for the others."""
+    if profile.max_instances >= len(slots):
+        return None
+    return names.label(f"{profile.name}-instances")
 
 
 def _check_limits(device: PublishedDevice) -> None:
