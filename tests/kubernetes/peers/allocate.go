@@ -169,9 +169,18 @@ func addAllocation(s *structured.AllocatedState, shared sets.Set[structured.Devi
 	}
 }
 
+// allocateOn runs the allocator for one node.  A panic of the allocator (1.34's capacity check
+// indexes the slice with the request's device index, kubernetes#133705, and runs off a short
+// slice) is returned as an error starting with "panic:", so the step records it: in
+// kube-scheduler it would end the process.
 func allocateOn(ctx context.Context, state *structured.AllocatedState, classes classLister,
 	slices []*resourceapi.ResourceSlice, celCache *cel.Cache, node string, claim *resourceapi.ResourceClaim,
-) (*resourceapi.AllocationResult, error) {
+) (result *resourceapi.AllocationResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = nil, fmt.Errorf("panic: %v", p)
+		}
+	}()
 	allocator, err := structured.NewAllocator(ctx, draFeatures(), *cloneState(state), classes, slices, celCache)
 	if err != nil {
 		return nil, err

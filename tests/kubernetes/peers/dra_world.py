@@ -62,9 +62,9 @@ def registry() -> VendorRegistry:
     return load_vendors(config=config())
 
 
-def published(rules: str) -> list[dict[str, Any]]:
-    """DeviceClasses and every node's ResourceSlices of the example DRA inventory, under ``rules``."""
-    return publish_inventory(INVENTORY, config(), registry=registry(), kubernetes=rules)
+def published(rules: str, inventory: Path = INVENTORY) -> list[dict[str, Any]]:
+    """DeviceClasses and every node's ResourceSlices of ``inventory`` (the example DRA inventory), under ``rules``."""
+    return publish_inventory(inventory, config(), registry=registry(), kubernetes=rules)
 
 
 def counters_apart(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -167,9 +167,10 @@ def generated_claims(seed: int, count: int) -> list[dict[str, Any]]:
     return out
 
 
-def allocate_in_order(objects: list[dict[str, Any]], claims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def allocate_in_order(objects: list[dict[str, Any]], claims: list[dict[str, Any]], policy: str | None = None
+                      ) -> list[dict[str, Any]]:
     """Each claim as our allocator leaves it, in order: with ``status.allocation`` when it allocated it."""
-    allocator = DraAllocator(objects, config(), registry=registry())
+    allocator = DraAllocator(objects, config(), registry=registry(), policy=policy)
     out = []
     for c in claims:
         try:
