@@ -33,6 +33,7 @@ VERB_MODULES = (
     "usage",
     "queues",
     "doctor",
+    "defrag",
 )
 
 
