@@ -90,6 +90,8 @@ def release_from(
     too.  The ``allocation.released`` event (``allocation.evicted`` when ``evicted_by`` names
     the reclaimer) commits with the removal, carrying ``reason``.
     """
+    if not isinstance(handle, str | DeviceHandle):
+        raise InvalidRequest("handle", f"expected a DeviceHandle or an allocation id, got {type(handle).__name__}")
     handle_id = handle if isinstance(handle, str) else handle.id
     with ledger.transaction() as view:
         return _release_in(view, handle_id, adapters, reason=reason, evicted_by=evicted_by, force=force, ended=ended)

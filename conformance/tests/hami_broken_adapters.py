@@ -607,12 +607,44 @@ class NamedGrantsLessAdapter(PlainAdapter):
         return super().choose_profile(info, part, memory_mib, usage)
 
 
+class AuditingReleaseDevice(PlainDevice):
+    def release(self, handle: DeviceHandle | str, *, force: bool = False) -> None:
+        adapter = self.adapter
+        assert isinstance(adapter, AuditingReleaseAdapter)
+        adapter.audit.append(handle if isinstance(handle, str) else handle.id)  # bug: before the SDK checks it
+        super().release(handle, force=force)
+
+
+class AuditingReleaseAdapter(PlainAdapter):
+    """Logs each release for the vendor's audit trail, reading ``handle.id`` of whatever it was given."""
+
+    device_class = AuditingReleaseDevice
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.audit: list[str] = []
+
+
+class ProfileLookupAdapter(PlainAdapter):
+    """Looks a named profile up in a dict: an unknown name raises KeyError instead of a refusal."""
+
+    def choose_profile(
+        self, info: DeviceInfo, part: RequestPart, memory_mib: int, usage: DeviceUsage
+    ) -> PartitionProfile | None:
+        if part.partition in (None, "auto"):
+            return super().choose_profile(info, part, memory_mib, usage)
+        chosen = {p.name: p for p in info.partitions}[part.partition]
+        return chosen if usage.partitions.count(chosen.name) < chosen.max_instances else None
+
+
 CLASSES: dict[str, tuple[str, str]] = {
     "MisspeltShimAdapter": ("identity.adapter", "names a limiter shim that is not built"),
     "OverpromisedCatalogAdapter": ("partition.catalog", "promises more partition instances than the device holds"),
     "AutoByMemoryAdapter": ("partition.each-dimension", "rounds 'auto' onto a profile by memory alone"),
     "NamedRoundsUpAdapter": ("partition.each-dimension", "grants a larger profile than the one named"),
     "NamedGrantsLessAdapter": ("partition.named-covers", "grants a named profile smaller than the request"),
+    "AuditingReleaseAdapter": ("badinput.every-verb", "raises AttributeError on a release of a non-handle"),
+    "ProfileLookupAdapter": ("badinput.every-verb", "raises KeyError for an unknown partition profile"),
 }
 """Issue 40's broken adapters -> (the one check that must refuse it, its bug); a SHOULD check's failure is
 reported, not fatal."""

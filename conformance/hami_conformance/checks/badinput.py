@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from hami_conformance.bench import Bench, CheckFailed, expect, share
+from hami_conformance.bench import Bench, CheckFailed, expect, profiles_of, share
 from hami_conformance.checks import check
 from hami_conformance.checks.allocation import expect_refused
-from hami_devices.errors import InvalidRequest, ReasonCode
+from hami_devices.adapter import Capability
+from hami_devices.errors import HamiError, InsufficientResources, InvalidRequest, ReasonCode
 
 MALFORMED: list[tuple[Any, str]] = [
     ({"parts": [{"memory_mib": -1}]}, "parts.0.memory_mib"),
@@ -75,3 +77,65 @@ def unmatchable(bench: Bench) -> None:
             codes = exc.reasons.get(candidate.uuid, [])
             expect(code in codes, f"a request for {what}: device {candidate.uuid} has reasons {codes}, expected {code}")
     expect(bench.states() == before and not bench.live_ids(), "refused requests changed the devices")
+
+
+NOT_HANDLES: list[Any] = [42, None, {"id": "x"}, ["x"], b"x"]
+"""Values that are neither a DeviceHandle nor an allocation id."""
+
+MALFORMED_PARTS: list[tuple[dict[str, Any], str]] = [
+    ({"partition": 42}, "parts.0.partition"),
+    ({"uuids": "abc"}, "parts.0.uuids"),
+    ({"uuids": [1]}, "parts.0.uuids.0"),
+    ({"vendors": "x"}, "parts.0.vendors"),
+    ({"models": [None]}, "parts.0.models.0"),
+    ({"memory_mib": 1.5}, "parts.0.memory_mib"),
+    ({"exclusive": "no"}, "parts.0.exclusive"),
+]
+"""Malformed fields of a part beyond the sizes badinput.typed-errors asks."""
+
+
+def _typed(what: str, action: Callable[[], object], *, field: str | None = None) -> HamiError:
+    """``action`` must raise a HamiError (an InvalidRequest naming ``field``, when given)."""
+    try:
+        action()
+    except HamiError as exc:
+        if field is not None:
+            expect(isinstance(exc, InvalidRequest), f"{what}: raised {type(exc).__name__}, expected InvalidRequest")
+            named = getattr(exc, "field", "")
+            expect(named == field or named.startswith(f"{field}."), f"{what}: names field {named!r}, not {field!r}")
+        return exc
+    except Exception as exc:
+        raise CheckFailed(f"{what}: raised {type(exc).__name__}: {exc}, expected a typed HamiError") from exc
+    raise CheckFailed(f"{what}: accepted")
+
+
+@check("badinput.every-verb")
+def every_verb(bench: Bench) -> None:
+    device = bench.device()
+    held = bench.allocate_on(device, share(1, 0))
+    before = bench.states()
+    for value in NOT_HANDLES:
+        _typed(f"Device.release({value!r})", lambda v=value: device.release(v), field="handle")
+    for fields, field in MALFORMED_PARTS:
+        request = {"parts": [{"memory_mib": 1, **fields}]}
+        _typed(f"Device.allocate({request!r})", lambda r=request: bench.allocate_on(device, r), field=field)
+    _typed(
+        "Device.allocate({'name': 5, ...})",
+        lambda: bench.allocate_on(device, {"name": 5, "parts": [{"memory_mib": 1}]}),
+        field="name",
+    )
+    if profiles_of(device) or Capability.PARTITIONS in bench.adapter.capabilities:
+        refused = _typed(
+            "a request for partition 'no-such-profile'",
+            lambda: bench.allocate_on(device, share(1, 0, partition="no-such-profile")),
+        )
+        expect(
+            isinstance(refused, InvalidRequest | InsufficientResources),
+            f"a request for an unknown partition profile raised {type(refused).__name__}, expected InvalidRequest "
+            "or InsufficientResources (CardPartitionUnavailable)",
+        )
+    after = bench.states()
+    changed = {u: before[u].differences(after[u]) for u in before if before[u] != after[u]}
+    expect(not changed, f"bad input changed the devices: {changed}")
+    expect(bench.live_ids() == {held.id}, f"bad input changed the live allocations: {sorted(bench.live_ids())}")
+    bench.release(held)
