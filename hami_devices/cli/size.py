@@ -9,6 +9,7 @@ from typing import Any
 
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
+from hami_devices.sizing.allowance import FRAMEWORKS
 from hami_devices.sizing.report import DEFAULT_HEADROOM, SizingReport, size_model
 
 
@@ -36,6 +37,8 @@ def register(subparsers: Any) -> None:
         metavar="NAME=D0,D1,...",
         help="the full shape of an input with symbolic dimensions besides the batch (repeatable)",
     )
+    parser.add_argument("--framework", choices=FRAMEWORKS, default="pytorch",
+                        help="the process's framework, for its workspace allowance (default: %(default)s)")
     parser.add_argument("--plan-out", metavar="FILE", help="also write the per-operator plan as JSON")
     parser.add_argument("--operators", action="store_true", help="with --json: list every operator")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
@@ -72,7 +75,12 @@ def _print(report: SizingReport) -> None:
         + (f", expected speed x{speed:.2f} of fp32" if speed is not None else "")
     )
     print(f"weights-only estimate: {data['weights_only_mib']:.1f} MiB")
-    print(f"memory_mib: {data['memory_mib']} (estimate + {data['headroom']:.0%} headroom)")
+    allowance = data["allowance"]
+    print(f"memory_mib: {data['memory_mib']} (estimate + {data['headroom']:.0%} headroom + "
+          f"{allowance['workspace_mib']} MiB {allowance['framework']} workspaces: {allowance['workspace_source']})")
+    context = allowance["context_mib"]
+    print(f"runtime context per process: {'not known' if context is None else f'{context} MiB'}, outside "
+          f"memory_mib: the scheduler books it beside the share ({allowance['context_source']})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         optimizer=args.optimizer,
         headroom=args.headroom,
         input_shapes=_shapes(args.input_shape),
+        framework=args.framework,
     )
     if args.plan_out:
         Path(args.plan_out).write_text(json.dumps(report.plan_document(), indent=1))

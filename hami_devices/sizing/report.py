@@ -4,7 +4,9 @@
 device's traits (``plan.choose_low``; a generic 16-bit plan when no device is named),
 estimates the memory for the task, and adds ``headroom`` for what a runtime adds on
 top of the live tensors (allocator rounding and fragmentation, an execution order that
-differs from the graph's; ``bench/precision.py`` measures how much that is).
+differs from the graph's; ``bench/precision.py`` measures how much that is), then the
+framework's workspaces (``allowance``); the runtime context per process is shown, and booked
+by the scheduler beside the share.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import DeviceTraits
+from hami_devices.sizing.allowance import Allowance, allowance
 from hami_devices.sizing.graph import ModelGraph, read_onnx
 from hami_devices.sizing.memory import MIB, MemoryEstimate, Optimizer, Task, estimate, weights_only
 from hami_devices.sizing.plan import PrecisionPlan, choose_low, plan_graph
@@ -46,11 +49,12 @@ class SizingReport:
     device: DeviceTraits | None
     headroom: float
     speed: float | None
+    allowance: Allowance
 
     @property
     def memory_mib(self) -> int:
-        """MiB to request: the estimate plus the headroom, rounded up."""
-        return max(1, math.ceil(self.estimate.total * (1.0 + self.headroom) / MIB))
+        """MiB to request: the estimate plus the headroom, rounded up, plus the framework's workspaces."""
+        return max(1, math.ceil(self.estimate.total * (1.0 + self.headroom) / MIB)) + self.allowance.workspace_mib
 
     @property
     def saving(self) -> float:
@@ -87,6 +91,7 @@ class SizingReport:
             "relative_speed": None if self.speed is None else round(self.speed, 3),
             "headroom": self.headroom,
             "memory_mib": self.memory_mib,
+            "allowance": self.allowance.to_dict(),
         }
         if self.estimate.optimizer:
             out["optimizer"] = self.estimate.optimizer
@@ -104,8 +109,10 @@ def size_graph(
     precision: str | None = None,
     optimizer: Optimizer = "adam",
     headroom: float = DEFAULT_HEADROOM,
+    framework: str = "pytorch",
 ) -> SizingReport:
-    """Plan and size ``graph`` (``precision`` forces the plan's lowered precision)."""
+    """Plan and size ``graph`` (``precision`` forces the plan's lowered precision) for a process of
+    ``framework`` (``allowance``)."""
     if headroom < 0:
         raise InvalidRequest("headroom", f"must be zero or more, got {headroom}")
     low: str
@@ -119,7 +126,8 @@ def size_graph(
     fp32 = plan if low == "fp32" else plan_graph(graph, "fp32")
     speed = relative_speed(plan, device) if device is not None else None
     return SizingReport(
-        graph, plan, estimate(plan, task, optimizer), estimate(fp32, task, optimizer), device, headroom, speed
+        graph, plan, estimate(plan, task, optimizer), estimate(fp32, task, optimizer), device, headroom, speed,
+        allowance(framework, device),
     )
 
 
@@ -133,8 +141,10 @@ def size_model(
     optimizer: Optimizer = "adam",
     headroom: float = DEFAULT_HEADROOM,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    framework: str = "pytorch",
 ) -> SizingReport:
     """Read an ONNX model at ``batch`` and size it for ``device_model`` (see the module doc)."""
     graph = read_onnx(source, batch, input_shapes=input_shapes)
     device = traits_named(device_model) if device_model else None
-    return size_graph(graph, task, device=device, precision=precision, optimizer=optimizer, headroom=headroom)
+    return size_graph(graph, task, device=device, precision=precision, optimizer=optimizer, headroom=headroom,
+                      framework=framework)

@@ -28,7 +28,8 @@ def test_size_prints_the_plan_and_a_request_above_the_measured_peak(
     ]) == 0  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert data["precision"] == "fp32" and data["device_model"] == "T4"
-    assert data["memory_mib"] == math.ceil(data["estimate_mib"] * 1.2 * (1 << 20) / (1 << 20) - 1e-9)
+    # PyTorch on a T4 (before Hopper): allocator segments 2 + 20 MiB and cuBLAS's :4096:2:16:8, 8.125 MiB
+    assert data["memory_mib"] == math.ceil(data["estimate_mib"] * 1.2 * (1 << 20) / (1 << 20) - 1e-9) + 31
     model = onnx.load(str(path))
     measured = measure_onnxruntime(model, feeds(model, 8)).peak / (1 << 20)
     assert data["memory_mib"] >= measured  # the headroom covers what the runtime adds
