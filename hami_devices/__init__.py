@@ -9,8 +9,10 @@ The names below are grouped by who they are for:
 * **plugin authors** (a vendor adapter): ``VendorAdapter``, ``Capability``, ``Probe``, ``Device``,
   ``DeviceReadings``, ``DeviceInfo``, ``DeviceTraits``, ``PartitionProfile``, ``Grant``, ``DeviceUsage``,
   ``GrantRule``, ``DefaultRule``, ``ReasonCode``;
-* **scheduler embedders** (an extender, a batch system): ``build_engine``, ``Engine``, ``ClusterState``,
-  ``Placement``, ``Inventory``, ``load_inventory``, ``HamiConfig``, ``load_config``, ``load_vendors``.
+* **scheduler embedders** (an extender, a batch system): ``build_engine`` (with ``ledger=``, an engine that
+  also commits: ``engine.allocate``, ``commit``, ``release``, ``refresh``), ``Engine``, ``ClusterState``,
+  ``Placement``, ``Inventory``, ``load_inventory``, ``HamiConfig``, ``load_config``, ``load_vendors``,
+  ``QueueRunner``; on the node, ``prepare`` and ``unprepare`` (docs/embedding.md).
 
 ``import hami_devices`` loads neither numpy nor a C extension: the engine and the allocator
 (``allocate``, ``release``, ``Engine``, ``ClusterState``, ``Placement``, ``build_engine``) load
@@ -65,6 +67,8 @@ from hami_devices.workload import load_workload
 if TYPE_CHECKING:
     from hami_devices.allocation import allocate, release
     from hami_devices.assembly import build_engine, configure_engine
+    from hami_devices.handoff import prepare, unprepare
+    from hami_devices.queueing.runner import QueueRunner
     from hami_devices.scheduling import ClusterState, Engine, Placement
 
 __version__ = "0.1.0"
@@ -77,6 +81,9 @@ _ON_FIRST_USE = {
     "Engine": "hami_devices.scheduling",
     "ClusterState": "hami_devices.scheduling",
     "Placement": "hami_devices.scheduling",
+    "prepare": "hami_devices.handoff",
+    "unprepare": "hami_devices.handoff",
+    "QueueRunner": "hami_devices.queueing.runner",
 }
 
 
@@ -92,6 +99,11 @@ def __getattr__(name: str) -> Any:
         _keep_deprecated_builders(value)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The public names, those loaded on first use included (not the helpers this module imports)."""
+    return sorted(__all__)
 
 
 def _keep_deprecated_builders(engine: Any) -> None:
@@ -168,6 +180,7 @@ __all__ = [
     "PartitionProfile",
     "Placement",
     "Probe",
+    "QueueRunner",
     "ReasonCode",
     "RequestPart",
     "ResourceRequest",
@@ -186,5 +199,7 @@ __all__ = [
     "load_inventory",
     "load_vendors",
     "load_workload",
+    "prepare",
     "release",
+    "unprepare",
 ]

@@ -15,6 +15,7 @@ from hami_devices.extras import missing_extra
 VERB_MODULES = (
     "vendors",
     "discover",
+    "inventory",
     "allocate",
     "release",
     "handoff",
