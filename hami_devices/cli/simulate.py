@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
         help="replay a GPU-sharing trace (Alibaba openb) through the scoring engine",
         description="Places every task with the scoring engine and the named policy, exactly as schedule and "
         "hd.allocate do. Follows the protocol of the openb README: sorted then seeded shuffle, inflation "
-        "to 130%% of GPU capacity, no departures; reports unallocated GPU %% at arrived = 100%%. "
+        "to 130% of GPU capacity, no departures; reports unallocated GPU % at arrived = 100%. "
         "Without --nodes and --pods it replays the sample shipped with the package (77 of the trace's "
         "1,213 nodes); the full trace is alibaba/clusterdata cluster-trace-gpu-v2023.",
     )

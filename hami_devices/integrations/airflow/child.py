@@ -19,8 +19,9 @@ from pathlib import Path
 
 import cloudpickle
 
+from hami_devices.integrations.airflow.variables import PARENT_VAR
+
 PR_SET_PDEATHSIG = 1
-PARENT_VAR = "HAMI_AIRFLOW_PARENT"  # the pid of the operator's process, to close the race with its death
 
 
 def die_with_parent() -> None:

@@ -35,7 +35,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from hami_devices.errors import HamiError
-from hami_devices.integrations.airflow.child import PARENT_VAR
+from hami_devices.integrations.airflow.variables import PARENT_VAR
 from hami_devices.integrations.shares import NodeShares, ShareRefused, ShareSpec, environment_under, share_environment
 
 SHARE_VAR = "HAMI_AIRFLOW_SHARE"  # in the task's processes: the id of the allocation they run under

@@ -102,6 +102,12 @@ def share(**spec: Any) -> Callable[[Any], SharedRemote]:
         raise InvalidRequest("num_gpus", "Ray would set CUDA_VISIBLE_DEVICES over the share's own devices")
 
     def decorate(target: Any) -> SharedRemote:
+        if callable(getattr(target, "remote", None)) and callable(getattr(target, "options", None)):
+            # else Ray fails deep in pickling the remote it was handed, twenty lines from this cause
+            raise InvalidRequest(
+                "target", f"{_name(target)} is a ray.remote already: use @hray.share(...) "
+                "in place of @ray.remote (Ray options such as num_cpus go into share(...))",
+            )
         ray_only = {k: v for k, v in spec.items() if k not in SHARE_KEYS and k not in ("runtime_env", "resources")}
         share_only = {k: v for k, v in spec.items() if k not in ray_only}
         remote: Any
@@ -112,6 +118,11 @@ def share(**spec: Any) -> Callable[[Any], SharedRemote]:
         return SharedRemote(remote, share_only)
 
     return decorate
+
+
+def _name(target: Any) -> str:
+    inner = getattr(target, "_function", None)  # a RemoteFunction keeps the function it wraps
+    return str(getattr(inner, "__name__", None) or getattr(target, "__name__", None) or type(target).__name__)
 
 
 def _guarded_function(function: Callable[..., Any]) -> Callable[..., Any]:
