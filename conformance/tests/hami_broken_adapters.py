@@ -637,6 +637,42 @@ class ProfileLookupAdapter(PlainAdapter):
         return chosen if usage.partitions.count(chosen.name) < chosen.max_instances else None
 
 
+class RefilledListAdapter(PlainAdapter):
+    """Keeps the devices it found in one list, refilled in place by each discovery (to "reuse the objects")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._found: list[Device] = []
+
+    def devices(self, ledger: Ledger) -> list[Device]:
+        fresh = super().devices(ledger)
+        self._found.clear()
+        for device in fresh:
+            time.sleep(0.001)  # one library call per device
+            self._found.append(device)
+        return self._found  # bug: the list another discovery is refilling
+
+
+class CurrentDeviceDevice(PlainDevice):
+    def read(self) -> DeviceReadings:
+        adapter = self.adapter
+        assert isinstance(adapter, CurrentDeviceAdapter)
+        adapter.current = self.info.index  # like the vendor library's set-device call ...
+        time.sleep(0.001)
+        index = adapter.current  # ... and readings of whichever device is current now
+        return DeviceReadings(health=self.info.health, temperature_c=40.0 + index)
+
+
+class CurrentDeviceAdapter(PlainAdapter):
+    """Reads a device by first selecting it in library-wide state, without a lock."""
+
+    device_class = CurrentDeviceDevice
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.current = 0
+
+
 CLASSES: dict[str, tuple[str, str]] = {
     "MisspeltShimAdapter": ("identity.adapter", "names a limiter shim that is not built"),
     "OverpromisedCatalogAdapter": ("partition.catalog", "promises more partition instances than the device holds"),
@@ -645,6 +681,8 @@ CLASSES: dict[str, tuple[str, str]] = {
     "NamedGrantsLessAdapter": ("partition.named-covers", "grants a named profile smaller than the request"),
     "AuditingReleaseAdapter": ("badinput.every-verb", "raises AttributeError on a release of a non-handle"),
     "ProfileLookupAdapter": ("badinput.every-verb", "raises KeyError for an unknown partition profile"),
+    "RefilledListAdapter": ("concurrency.every-verb", "returns a device list another discovery refills"),
+    "CurrentDeviceAdapter": ("concurrency.every-verb", "reads whichever device another thread selected"),
 }
 """Issue 40's broken adapters -> (the one check that must refuse it, its bug); a SHOULD check's failure is
 reported, not fatal."""

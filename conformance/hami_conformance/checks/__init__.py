@@ -29,6 +29,7 @@ MODULES = (
     "monitoring",
     "environment",
     "concurrency",
+    "verbs",
     "stateful",
     "badinput",
     "partitions",

@@ -16,7 +16,7 @@ THREADS = 8
 ROUNDS = 12
 
 
-def _run(workers: list[Callable[[], None]]) -> list[str]:
+def run_threads(workers: list[Callable[[], None]]) -> list[str]:
     errors: list[str] = []
     lock = threading.Lock()
 
@@ -84,13 +84,13 @@ def threads(bench: Bench) -> None:
     watcher.start()
     try:
         # Phase 1: everybody allocates at once (races on the last free share).
-        errors = _run([worker(n, n, 0.0) for n in range(THREADS)])
+        errors = run_threads([worker(n, n, 0.0) for n in range(THREADS)])
         expect(not errors, f"allocation threads failed: {errors[:3]}")
         problems = bench_problems(bench)
         expect(not problems, f"after concurrent allocation: {'; '.join(problems[:5])}")
         # Phase 2: allocation and release mixed.
         start = threading.Barrier(THREADS)
-        errors = _run([worker(n, n + THREADS, 0.5) for n in range(THREADS)])
+        errors = run_threads([worker(n, n + THREADS, 0.5) for n in range(THREADS)])
         expect(not errors, f"allocate/release threads failed: {errors[:3]}")
     finally:
         stop.set()
@@ -120,7 +120,7 @@ def threads(bench: Bench) -> None:
 
         return run
 
-    errors = _run([releaser(handles), releaser(list(reversed(handles)))])
+    errors = run_threads([releaser(handles), releaser(list(reversed(handles)))])
     expect(not errors, f"release threads failed: {errors[:3]}")
     doubled = sorted(i for i, n in wins.items() if n != 1)
     expect(not doubled, f"racing releases succeeded {[wins[i] for i in doubled]} times for handles {doubled[:5]}")
