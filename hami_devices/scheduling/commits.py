@@ -95,6 +95,12 @@ class Commits:
             raise InvalidRequest("handle", f"expected a DeviceHandle or its id, got {type(handle).__name__}")
         return self._committer("release").release(handle, force, reason)
 
+    @property
+    def devices(self) -> list[Device]:
+        """The devices the engine commits on (its inventory on the simulated back end, on its ledger): for
+        ``hd.allocate``, ``monitor`` or the exporter."""
+        return self._committer("devices").devices
+
     def refresh(self) -> int:
         """Take in what other writers of the ledger committed or released; returns how many allocations
         were new to this engine."""

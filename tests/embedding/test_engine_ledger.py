@@ -97,6 +97,7 @@ def test_refresh_takes_in_an_allocation_of_hd_allocate(small_inventory: Path, le
     assert engine.cluster.bookings == {}
     assert engine.refresh() == 1
     assert set(engine.cluster.bookings) == {other.id}
+    assert {d.uuid for d in engine.devices} == {d.uuid for d in devices}  # the same inventory, its own objects
     assert held_by_engine(engine) == held_by_ledger(ledger)
 
 
