@@ -7,10 +7,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hami_devices.config import HamiConfig
 from hami_devices.device import Device, HostResources
 from hami_devices.errors import DeviceUnavailable
+from hami_devices.inputs import as_config, check_inventory
 from hami_devices.inventory import Inventory, load_inventory
 from hami_devices.ledger import Ledger, MemoryLedger
 from hami_devices.ledger.served_node import record_served, served
@@ -43,7 +45,7 @@ def find_devices(
     inventory: str | Path | Inventory | None = None,
     *,
     vendors: Iterable[str] | None = None,
-    config: HamiConfig | None = None,
+    config: HamiConfig | Mapping[str, Any] | str | Path | None = None,
     ledger: Ledger | None = None,
     registry: VendorRegistry | None = None,
     node: str | None = None,
@@ -59,10 +61,13 @@ def find_devices(
     when it was expected: named in ``vendors``, its library named by its variable (``HAMI_NVML_LIBRARY``),
     or seen on this node before (the ledger records the vendors it saw).
     The configuration's ``node-config`` applies either way: filtered devices are left
-    out, and the node's scaling and split count are set on the others.
+    out, and the node's scaling and split count are set on the others.  ``config``: a
+    ``HamiConfig``, a mapping of its keys or a YAML path.
     """
+    config = as_config(config)
+    if inventory is not None:
+        inventory = check_inventory(inventory)
     registry = registry or load_vendors(vendors, config)
-    config = config or HamiConfig()
     ledger = ledger or MemoryLedger()
     devices: list[Device] = []
     if inventory is not None:
@@ -112,7 +117,7 @@ def discover(
     inventory: str | Path | Inventory | None = None,
     *,
     vendors: Iterable[str] | None = None,
-    config: HamiConfig | None = None,
+    config: HamiConfig | Mapping[str, Any] | str | Path | None = None,
     ledger: Ledger | None = None,
     registry: VendorRegistry | None = None,
     node: str | None = None,
