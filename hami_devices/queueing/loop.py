@@ -42,7 +42,7 @@ import numpy as np
 from hami_devices.assembly import build_engine
 from hami_devices.config import HamiConfig
 from hami_devices.errors import InvalidRequest
-from hami_devices.inputs import as_config
+from hami_devices.inputs import as_config, as_request
 from hami_devices.inventory import Inventory
 from hami_devices.models import ResourceRequest
 from hami_devices.queueing.admission import LENDING_REASONS, judge_quota
@@ -83,8 +83,7 @@ class AdmissionLoop(Evictions):
         self, request: ResourceRequest | Mapping[str, Any], *, name: str | None = None, now: float | None = None
     ) -> Task:
         """Queue a task in ``request.queue``; it is considered at the next ``tick``."""
-        if not isinstance(request, ResourceRequest):
-            request = ResourceRequest.model_validate(dict(request))
+        request = as_request(request)
         now = self._now(now)
         leaf = self.tree.leaf(request.queue)
         refused = self.tree.refuses(leaf.index)

@@ -79,6 +79,8 @@ WRONG: list[tuple[str, Callable[[Path, hd.Engine], Any], type[hd.HamiError], str
     ("engine.commit", lambda inv, e: e.commit(REQUEST), hd.InvalidRequest, "placement"),  # type: ignore[arg-type]
     ("engine.release", lambda inv, e: e.release(7), hd.InvalidRequest, "handle"),  # type: ignore[arg-type]
     ("hd.allocate", lambda inv, e: hd.allocate(hd.discover(inv), 42), hd.InvalidRequest, "<request>"),  # type: ignore[arg-type]
+    ("loop.submit", lambda inv, e: AdmissionLoop(e, parse_queues({"queues": [{"name": "q"}]})).submit(42),  # type: ignore[arg-type]
+     hd.InvalidRequest, "<request>"),
     ("a field of a mapping", lambda inv, e: e.place({"parts": [{"cores": 101}]}), hd.InvalidRequest, "parts.0.cores"),
 ]
 
