@@ -6,9 +6,9 @@ An adapter can tell the suite more than the VendorAdapter interface says by
 defining ``conformance_profile()`` returning a :class:`Profile`.
 """
 
-from hami_conformance.profile import Profile, WorkloadProgram
+from hami_conformance.profile import FaultInjector, Profile, WorkloadProgram
 
 __version__ = "1.1.0"
 SUITE_VERSION = __version__
 
-__all__ = ["SUITE_VERSION", "Profile", "WorkloadProgram", "__version__"]
+__all__ = ["SUITE_VERSION", "FaultInjector", "Profile", "WorkloadProgram", "__version__"]

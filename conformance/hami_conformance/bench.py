@@ -312,8 +312,9 @@ def resolve_target(
         hardware = source == "hardware"
         chosen = profile
         if not hardware and recipe is not _profile_devices:
-            # devices built from an inventory exist in no vendor library: its reader is not asked about them
-            chosen = dataclasses.replace(chosen, hardware_partitions=None)
+            # devices built from an inventory exist in no vendor library: its reader is not asked about
+            # them, nor its fault injector
+            chosen = dataclasses.replace(chosen, hardware_partitions=None, faults=None)
         if chosen.workload is None:
             workload = builtin_workload(adapter, hardware=hardware, fake=fake_hardware(adapter, probe))
             if workload is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from hami_devices.device import Device
@@ -19,6 +19,26 @@ if TYPE_CHECKING:
 
 PartitionReader = Callable[["Device"], "Collection[str] | None"]
 """Reads the partition ids the vendor library reports on a device; None: the library does not know it."""
+
+
+class FaultInjector(Protocol):
+    """Faults made in the vendor library (or its fake) while the suite runs, for ``faults.during-run``.
+
+    Each call takes effect at once for every later library call, in this process, about the device
+    the adapter built as ``device``; ``clear`` undoes them all (the suite calls it after every check).
+    """
+
+    def unhealthy(self, device: Device) -> None:
+        """The library reports the device's health as bad (an XID storm, an ECC error)."""
+
+    def disappear(self, device: Device) -> None:
+        """The library no longer enumerates the device, and calls about it fail (fell off the bus)."""
+
+    def fail_calls(self, device: Device) -> None:
+        """Every library call about the device returns an error (a hung or restarting driver)."""
+
+    def clear(self) -> None:
+        """Every device as it was."""
 
 
 @dataclass(frozen=True)
@@ -68,5 +88,9 @@ class Profile:
     the live grants after every release; without it they compare the ledger, monitor() and regions.
     Return None for a device the library does not know (one built from an inventory or simulated):
     that device is not compared.  On ``--inventory`` devices the suite never asks."""
+
+    faults: FaultInjector | None = None
+    """Injects faults into the vendor library during the run (``faults.during-run``); without it
+    that check is N/A with the reason."""
 
     notes: Sequence[str] = ()

@@ -29,7 +29,7 @@ from hami_devices.accounting import DeviceUsage
 from hami_devices.adapter import Capability, Probe, VendorAdapter
 from hami_devices.allocation import coerce_request
 from hami_devices.device import Device, DeviceReadings
-from hami_devices.errors import InsufficientResources, ReasonCode, UnknownAllocation
+from hami_devices.errors import InsufficientResources, ReasonCode, UnknownAllocation, VendorLibraryError
 from hami_devices.ledger import Ledger
 from hami_devices.limiter import fake_library
 from hami_devices.models import (
@@ -673,6 +673,91 @@ class CurrentDeviceAdapter(PlainAdapter):
         self.current = 0
 
 
+class FakeLibrary:
+    """A vendor library's view of the devices, with the suite's fault injector (Profile.faults)."""
+
+    def __init__(self) -> None:
+        self.unhealthy_: set[str] = set()
+        self.gone: set[str] = set()
+        self.failing: set[str] = set()
+
+    def health(self, uuid: str) -> Health:
+        if uuid in self.failing or uuid in self.gone:
+            raise OSError(f"library call about {uuid} failed")  # what a raw binding raises
+        return Health.UNHEALTHY if uuid in self.unhealthy_ else Health.HEALTHY
+
+    # -- FaultInjector ----------------------------------------------------------------
+    def unhealthy(self, device: Device) -> None:
+        self.unhealthy_.add(device.uuid)
+
+    def disappear(self, device: Device) -> None:
+        self.gone.add(device.uuid)
+
+    def fail_calls(self, device: Device) -> None:
+        self.failing.add(device.uuid)
+
+    def clear(self) -> None:
+        self.unhealthy_.clear()
+        self.gone.clear()
+        self.failing.clear()
+
+
+class LibraryDevice(PlainDevice):
+    """Health from the library on every reading; a failed call is reported as a typed error, a lost
+    device as unhealthy."""
+
+    def read(self) -> DeviceReadings:
+        adapter = self.adapter
+        assert isinstance(adapter, FaultAwareAdapter)
+        if self.uuid in adapter.library.gone:
+            return DeviceReadings(health=Health.UNHEALTHY)
+        try:
+            return DeviceReadings(health=adapter.library.health(self.uuid))
+        except OSError as exc:
+            raise VendorLibraryError(VENDOR, "health", None, str(exc)) from exc
+
+
+class FaultAwareAdapter(PlainAdapter):
+    """The control of faults.during-run: correct under every fault its library's injector makes."""
+
+    device_class: ClassVar[type[Device]] = LibraryDevice
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.library = FakeLibrary()
+
+    def devices(self, ledger: Ledger) -> list[Device]:
+        devices = super().devices(ledger)
+        return [d for d in devices if d.uuid not in self.library.gone]
+
+    def conformance_profile(self) -> Profile:
+        return profile(devices=self.devices, faults=self.library)
+
+
+class StaleHealthDevice(LibraryDevice):
+    def read(self) -> DeviceReadings:
+        return DeviceReadings(health=self.info.health)  # bug: health as discovery saw it
+
+
+class StaleHealthAdapter(FaultAwareAdapter):
+    """Reports the health discovery read, never the library's current one."""
+
+    device_class = StaleHealthDevice
+
+
+class RawErrorDevice(LibraryDevice):
+    def read(self) -> DeviceReadings:
+        adapter = self.adapter
+        assert isinstance(adapter, FaultAwareAdapter)
+        return DeviceReadings(health=adapter.library.health(self.uuid))  # bug: the binding's OSError escapes
+
+
+class RawErrorAdapter(FaultAwareAdapter):
+    """Lets the binding's raw exception out of read() when a library call fails."""
+
+    device_class = RawErrorDevice
+
+
 CLASSES: dict[str, tuple[str, str]] = {
     "MisspeltShimAdapter": ("identity.adapter", "names a limiter shim that is not built"),
     "OverpromisedCatalogAdapter": ("partition.catalog", "promises more partition instances than the device holds"),
@@ -683,6 +768,8 @@ CLASSES: dict[str, tuple[str, str]] = {
     "ProfileLookupAdapter": ("badinput.every-verb", "raises KeyError for an unknown partition profile"),
     "RefilledListAdapter": ("concurrency.every-verb", "returns a device list another discovery refills"),
     "CurrentDeviceAdapter": ("concurrency.every-verb", "reads whichever device another thread selected"),
+    "StaleHealthAdapter": ("faults.during-run", "reports the health discovery saw, never a change"),
+    "RawErrorAdapter": ("faults.during-run", "lets a failed library call escape as a raw OSError"),
 }
 """Issue 40's broken adapters -> (the one check that must refuse it, its bug); a SHOULD check's failure is
 reported, not fatal."""

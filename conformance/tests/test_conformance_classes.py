@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 from hami_broken_adapters import CLASSES
+from hami_conformance.checks import load_all
+from hami_conformance.session import ConformanceSession  # noqa: F401  (imported once, not per in-process run)
 from hami_conformance_testing import BROKEN, certify, clean_environment, failures, results, run_suite
+
+load_all()
 
 
 @pytest.mark.parametrize("adapter", sorted(CLASSES))
@@ -28,9 +32,17 @@ def test_the_check_named_for_a_bug_class_refuses_its_adapter(pytester: pytest.Py
 
 
 def test_the_control_passes_each_of_those_checks(pytester: pytest.Pytester) -> None:
+    """The plain control with the fault injector of its (in-process) library, so no check is N/A."""
     checks = sorted({check for check, _ in CLASSES.values()})
-    result, report = run_suite(pytester, "--hami-adapter-class", f"{BROKEN}:PlainAdapter", "-k", " or ".join(checks))
+    control = f"{BROKEN}:FaultAwareAdapter"
+    result, report = run_suite(pytester, "--hami-adapter-class", control, "-k", " or ".join(checks))
     assert {results(report)[c] for c in checks} == {"pass"}, result.stdout.str()[-2000:]
+
+
+def test_without_a_fault_injector_the_fault_check_is_na_with_the_reason(pytester: pytest.Pytester) -> None:
+    _, report = run_suite(pytester, "--hami-adapter-class", f"{BROKEN}:PlainAdapter", "-k", "faults")
+    (entry,) = [c for c in report["checks"] if c["id"] == "faults.during-run"]
+    assert entry["result"] == "n/a" and "Profile.faults" in entry["reason"]
 
 
 def test_a_misspelt_shim_fails_once_early_listing_the_shims_there(pytester: pytest.Pytester) -> None:

@@ -35,6 +35,7 @@ MODULES = (
     "partitions",
     "dimensions",
     "limiter",
+    "faults",
 )
 
 

@@ -24,6 +24,7 @@ from typing import ClassVar
 from hami_conformance import Profile, WorkloadProgram
 
 from hami_devices import Capability, Device, DeviceInfo, DeviceReadings, Health, Ledger, Probe, VendorAdapter
+from hami_devices.errors import VendorLibraryError
 from hami_devices.models import NOT_AVAILABLE, DeviceTraits, Interconnect, PartitionProfile
 from hami_example_accel import driver
 
@@ -57,6 +58,9 @@ TRAITS: dict[str, DeviceTraits] = {
     ),
 }
 
+UUID_PREFIX = "EXA-"
+"""A device's uuid is this and the driver's serial."""
+
 SIMULATED_DEVICES = 4
 """How many devices the suite gets when no driver is installed (conformance_profile)."""
 
@@ -80,8 +84,36 @@ class ExampleDevice(Device):
             utilization_pct=NOT_AVAILABLE,  # ... nor utilization
             temperature_c=driver.temperature_c(self.info.index, load),
             power_w=driver.power_w(self.info.model, load),
-            health=self.info.health,
+            health=self._health(),
         )
+
+    def _health(self) -> Health:
+        """Asked of the driver at every reading; a device it knows nothing of (one from an inventory)
+        keeps the health it was given."""
+        if self.info.attributes.get("driver") != "simulated":
+            return self.info.health
+        try:
+            return Health.HEALTHY if driver.healthy(self.uuid.removeprefix(UUID_PREFIX)) else Health.UNHEALTHY
+        except driver.DriverError as exc:
+            if exc.code == driver.ERROR_GONE:
+                return Health.UNHEALTHY  # fell off the bus: never granted again until it is back
+            raise VendorLibraryError(VENDOR, exc.function, exc.code, str(exc)) from exc
+
+
+class ExampleFaults:
+    """The conformance suite's fault injector (``Profile.faults``): faults made in the driver."""
+
+    def unhealthy(self, device: Device) -> None:
+        driver.FAULTS.inject(device.uuid.removeprefix(UUID_PREFIX), "unhealthy")
+
+    def disappear(self, device: Device) -> None:
+        driver.FAULTS.inject(device.uuid.removeprefix(UUID_PREFIX), "gone")
+
+    def fail_calls(self, device: Device) -> None:
+        driver.FAULTS.inject(device.uuid.removeprefix(UUID_PREFIX), "failing")
+
+    def clear(self) -> None:
+        driver.FAULTS.clear()
 
 
 class ExampleAdapter(VendorAdapter):
@@ -128,7 +160,7 @@ class ExampleAdapter(VendorAdapter):
         raws = driver.enumerate_devices(count)
         infos = []
         for raw in raws:
-            uuid = f"EXA-{raw.serial}"
+            uuid = f"{UUID_PREFIX}{raw.serial}"
             infos.append(
                 DeviceInfo(
                     uuid=uuid,
@@ -140,7 +172,7 @@ class ExampleAdapter(VendorAdapter):
                     split_count=self.config.device_plugin.split_count,
                     native_compute_units={"tiles": 8},
                     topology={
-                        f"EXA-{other.serial}": 100 if other.model == raw.model == "EX-2" else 40
+                        f"{UUID_PREFIX}{other.serial}": 100 if other.model == raw.model == "EX-2" else 40
                         for other in raws
                         if other.index != raw.index
                     },
@@ -170,4 +202,6 @@ class ExampleAdapter(VendorAdapter):
             env={"HAMI_EXAMPLE_RUNTIME": str(library("libexrt.so"))},
             compute=False,  # COMPUTE_LIMIT is not declared: the shim does not throttle launches
         )
-        return Profile(devices=lambda ledger: self._devices(SIMULATED_DEVICES, ledger), workload=workload)
+        return Profile(
+            devices=lambda ledger: self._devices(SIMULATED_DEVICES, ledger), workload=workload, faults=ExampleFaults()
+        )

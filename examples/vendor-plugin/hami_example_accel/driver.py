@@ -8,7 +8,8 @@ number of devices comes from ``HAMI_EXAMPLE_DEVICES`` (unset: no hardware).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 DEVICES_ENV = "HAMI_EXAMPLE_DEVICES"
 MODELS = ("EX-1", "EX-1", "EX-2", "EX-2")
@@ -39,13 +40,63 @@ def device_count() -> int | None:
         return None
 
 
+ERROR_GONE = 3
+"""The driver's code for a device that fell off the bus."""
+ERROR_FAILED = 5
+"""The driver's code for a call that failed (a hung or restarting driver)."""
+
+
+class DriverError(Exception):
+    """A driver call failed with the driver's own code."""
+
+    def __init__(self, function: str, code: int, serial: str) -> None:
+        super().__init__(f"{function}({serial}) failed with code {code}")
+        self.function = function
+        self.code = code
+
+
+@dataclass
+class Faults:
+    """Faults the driver shows from now on, by device serial: what a test (the conformance suite's
+    fault injector) makes happen to the hardware."""
+
+    unhealthy: set[str] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)
+    failing: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def inject(self, serial: str, fault: str) -> None:
+        with self.lock:
+            {"unhealthy": self.unhealthy, "gone": self.gone, "failing": self.failing}[fault].add(serial)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.unhealthy.clear()
+            self.gone.clear()
+            self.failing.clear()
+
+
+FAULTS = Faults()
+
+
 def enumerate_devices(count: int) -> list[RawDevice]:
-    return [
-        RawDevice(
-            index=i, serial=f"EXA{i:05d}", model=MODELS[i % len(MODELS)], memory_mib=MEMORY[MODELS[i % len(MODELS)]]
-        )
-        for i in range(count)
-    ]
+    devices = []
+    for i in range(count):
+        serial, model = f"EXA{i:05d}", MODELS[i % len(MODELS)]
+        if serial in FAULTS.gone:
+            continue
+        healthy = serial not in FAULTS.unhealthy and serial not in FAULTS.failing
+        devices.append(RawDevice(index=i, serial=serial, model=model, memory_mib=MEMORY[model], healthy=healthy))
+    return devices
+
+
+def healthy(serial: str) -> bool:
+    """The device's health as the driver reports it now; DriverError when the call fails."""
+    if serial in FAULTS.gone:
+        raise DriverError("health", ERROR_GONE, serial)
+    if serial in FAULTS.failing:
+        raise DriverError("health", ERROR_FAILED, serial)
+    return serial not in FAULTS.unhealthy
 
 
 def temperature_c(index: int, load_pct: float) -> float:
