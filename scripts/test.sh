@@ -17,6 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+# Byte-code caches (ignored by git): without them each pytest process re-rewrites the assertions of every module
+# of the distribution its plugin comes from (about 500), and every CLI a test starts compiles what it imports.
+unset PYTHONDONTWRITEBYTECODE
 quietly() {  # run a set-up step; show its output only when it fails
     local log
     log=$(mktemp)

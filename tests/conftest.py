@@ -18,6 +18,31 @@ pytest_plugins = ["tests.ledger.fixtures"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
 
+# Tests that measure shares of wall-clock time, or deadlines a loaded host stretches: marked `timing`, so that
+# scripts/test.sh runs them alone after the rest (two workers on two cores would take the time they measure).
+TIMED_MODULES = frozenset(
+    {
+        "tests/limiter/test_compute.py",
+        "tests/limiter/test_compute_nvml.py",
+        "tests/limiter/test_compute_shares.py",
+        "tests/limiter/test_compute_check_script.py",
+        "tests/observability/test_exporter.py",
+        "tests/observability/test_publisher.py",
+    }
+)
+# Folders whose files share a costly session fixture (the packaging tests' fresh venv with the wheel installed):
+# one xdist group each, so the fixture is built once.  Every other file is a group of its own.
+SHARED_FIXTURE_FOLDERS = ("tests/packaging/",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.resolve().relative_to(REPO_ROOT).as_posix()
+        if where in TIMED_MODULES:
+            item.add_marker(pytest.mark.timing)
+        group = next((folder for folder in SHARED_FIXTURE_FOLDERS if where.startswith(folder)), where)
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(autouse=True)
 def _private_region_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
