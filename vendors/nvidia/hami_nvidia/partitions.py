@@ -26,7 +26,6 @@ driver's own profile table through NVML.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -192,55 +191,176 @@ class Placement:
     start: int
 
 
-def _fits(
-    geometry: MigGeometry, occupied: Sequence[tuple[MigProfile, int]], profile: MigProfile, start: int
-) -> bool:
-    if start not in profile.placements:
-        return False
-    if sum(1 for p, _ in occupied if p.name == profile.name) >= profile.max_instances:
-        return False
-    if sum(p.compute_slices for p, _ in occupied) + profile.compute_slices > geometry.compute_slices:
-        return False
-    new = range(start, start + profile.memory_slices)
-    if new.stop > geometry.memory_slices:
-        return False
-    return all(not (s < new.stop and new.start < s + p.memory_slices) for p, s in occupied)
+def _slot_mask(start: int, size: int) -> int:
+    """The memory slices ``[start, start + size)`` as bits."""
+    return ((1 << size) - 1) << start if start >= 0 else ((1 << max(0, start + size)) - 1)
 
 
-def _place_all(
-    geometry: MigGeometry, occupied: list[tuple[MigProfile, int]], pending: Sequence[MigProfile]
-) -> list[tuple[MigProfile, int]] | None:
-    """Placements for every pending profile next to ``occupied`` (backtracking), or None."""
-    if not pending:
-        return occupied
-    head, rest = pending[0], pending[1:]
-    for start in head.placements:
-        if _fits(geometry, occupied, head, start):
-            placed = _place_all(geometry, [*occupied, (head, start)], rest)
-            if placed is not None:
-                return placed
-    return None
+@dataclass
+class _Held:
+    """Instances summed up the way the placement rules read them: the memory slices they cover, the
+    compute slices they take, and how many there are of each profile name."""
+
+    memory: int
+    compute: int
+    counts: dict[str, int]
 
 
-def _known(geometry: MigGeometry, instances: Iterable[MigInstance]) -> list[tuple[MigProfile, int]]:
-    out: list[tuple[MigProfile, int]] = []
+class _Layouts:
+    """One geometry's placement tables, and the packings worked out on it so far.
+
+    Whether a set of instances fits a GPU does not depend on the order they are placed in: the
+    compute slices and the per-profile counts are sums, checked once, and what remains is whether
+    their memory ranges can be laid out without overlap.  That is asked of (occupied slices, the
+    profiles still to place) -- a few hundred states per model, at most -- and each answer is kept.
+    """
+
+    def __init__(self, geometry: MigGeometry) -> None:
+        self.geometry = geometry
+        self.index: dict[str, int] = {}
+        for i, profile in enumerate(geometry.profiles):
+            self.index.setdefault(profile.name, i)
+        # Each profile's placements that lie inside the GPU, as (start, memory-slice bits), in the catalog's order.
+        self.slots: tuple[tuple[tuple[int, int], ...], ...] = tuple(
+            tuple(
+                (start, _slot_mask(start, p.memory_slices))
+                for start in p.placements
+                if start + p.memory_slices <= geometry.memory_slices
+            )
+            for p in geometry.profiles
+        )
+        # Bigger instances first: they have the fewest placements, so a dead end shows early.
+        self._order = {i: (-p.memory_slices, len(self.slots[i]), i) for i, p in enumerate(geometry.profiles)}
+        self._packs: dict[tuple[int, tuple[int, ...]], bool] = {}
+        self._ordered: dict[str | None, tuple[MigProfile, ...]] = {}
+        self._plans: dict[tuple[object, ...], Placement | None] = {}
+
+    def held(self, instances: Iterable[tuple[int, int]]) -> _Held:
+        """``instances`` as (profile index, start)."""
+        held = _Held(0, 0, {})
+        for i, start in instances:
+            profile = self.geometry.profiles[i]
+            held.memory |= _slot_mask(start, profile.memory_slices)
+            held.compute += profile.compute_slices
+            held.counts[profile.name] = held.counts.get(profile.name, 0) + 1
+        return held
+
+    def within_limits(self, held: _Held, added: Sequence[int]) -> bool:
+        """Whether ``added`` (profile indices) next to ``held`` stay within the compute slices and each
+        profile's instance count."""
+        if not added:
+            return True
+        profiles = self.geometry.profiles
+        if held.compute + sum(profiles[i].compute_slices for i in added) > self.geometry.compute_slices:
+            return False
+        names: dict[str, int] = {}
+        for i in added:
+            names[profiles[i].name] = names.get(profiles[i].name, 0) + 1
+        limit = {name: profiles[self.index[name]].max_instances for name in names}
+        return all(held.counts.get(name, 0) + n <= limit[name] for name, n in names.items())
+
+    def canonical(self, pending: Iterable[int]) -> tuple[int, ...]:
+        return tuple(sorted(pending, key=self._order.__getitem__))
+
+    def packs(self, occupied: int, pending: tuple[int, ...]) -> bool:
+        """Whether each of ``pending`` (canonical order) has a placement clear of ``occupied`` and of the others."""
+        if not pending:
+            return True
+        key = (occupied, pending)
+        known = self._packs.get(key)
+        if known is None:
+            head, rest = pending[0], pending[1:]
+            known = any(not occupied & bits and self.packs(occupied | bits, rest) for _, bits in self.slots[head])
+            if len(self._packs) > 1 << 16:  # only a geometry the driver made up could get here
+                self._packs.clear()
+            self._packs[key] = known
+        return known
+
+    def fits(self, held: _Held, added: Sequence[int]) -> bool:
+        """Whether instances of ``added`` (profile indices) can all be placed next to ``held``."""
+        return self.within_limits(held, added) and self.packs(held.memory, self.canonical(added))
+
+    def plan(
+        self, fixed: tuple[tuple[int, int], ...], waiting: tuple[int, ...], memory_mib: int, cores: int,
+        name: str | None,
+    ) -> Placement | None:
+        """``plan_new_instance`` over profile indices: ``fixed`` (profile, start) pairs, sorted, and the
+        ``waiting`` profiles in canonical order.  Many GPUs of a fleet are in the same state, so answers are kept."""
+        key = (fixed, waiting, memory_mib, cores, name)
+        if key in self._plans:
+            return self._plans[key]
+        held = self.held(fixed)
+        found = None
+        for profile in self.ordered(name):
+            if profile.memory_mib < memory_mib or self.geometry.cores(profile) < cores:
+                continue
+            i = self.index[profile.name]
+            if not self.within_limits(held, [*waiting, i]):
+                continue
+            found = next(
+                (Placement(profile, start) for start, bits in self.slots[i]
+                 if not held.memory & bits and self.packs(held.memory | bits, waiting)),
+                None,
+            )
+            if found is not None:
+                break
+        if len(self._plans) > 1 << 16:
+            self._plans.clear()
+        self._plans[key] = found
+        return found
+
+    def ordered(self, name: str | None) -> tuple[MigProfile, ...]:
+        """The profiles a request may get, smallest first (media-extension profiles only by name)."""
+        kept = self._ordered.get(name)
+        if kept is None:
+            if name not in (None, "auto"):
+                profiles = [p for p in self.geometry.profiles if p.name == name]
+            else:
+                profiles = [p for p in self.geometry.profiles if not p.media_extensions]
+            kept = tuple(sorted(profiles, key=lambda p: (p.memory_mib, p.compute_slices, p.memory_slices, p.name)))
+            if len(self._ordered) > 256:  # names come from requests: keep the many a client could send bounded
+                self._ordered.clear()
+            self._ordered[name] = kept
+        return kept
+
+
+_LAYOUTS: dict[int, tuple[MigGeometry, _Layouts]] = {}
+
+
+def _layouts(geometry: MigGeometry) -> _Layouts:
+    """The tables of ``geometry``, built once per geometry object (kept alive here, so its id stays its own)."""
+    kept = _LAYOUTS.get(id(geometry))
+    if kept is None:
+        if len(_LAYOUTS) > 256:  # the catalog's five, plus what the drivers of this process reported
+            _LAYOUTS.clear()
+        kept = _LAYOUTS[id(geometry)] = (geometry, _Layouts(geometry))
+    return kept[1]
+
+
+def _known(layouts: _Layouts, instances: Iterable[MigInstance]) -> list[tuple[int, int]]:
+    """Instances of profiles the geometry knows, as (profile index, start)."""
+    out: list[tuple[int, int]] = []
     for inst in instances:
-        profile = geometry.profile(inst.profile)
-        if profile is not None:
-            out.append((profile, inst.start))
+        i = layouts.index.get(inst.profile)
+        if i is not None:
+            out.append((i, inst.start))
     return out
+
+
+def packs(geometry: MigGeometry, profiles: Sequence[MigProfile], existing: Sequence[MigInstance] = ()) -> bool:
+    """Whether one instance of each of ``profiles`` (repeats allowed) can be placed next to ``existing``."""
+    layouts = _layouts(geometry)
+    held = layouts.held(_known(layouts, existing))
+    return layouts.fits(held, [layouts.index[p.name] for p in profiles])
 
 
 def candidates(
     geometry: MigGeometry, memory_mib: int, cores: int, name: str | None = "auto"
 ) -> list[MigProfile]:
     """Profiles that satisfy a request, smallest first (media-extension profiles only by name)."""
-    if name not in (None, "auto"):
-        profiles = [p for p in geometry.profiles if p.name == name]
-    else:
-        profiles = [p for p in geometry.profiles if not p.media_extensions]
-    fitting = [p for p in profiles if p.memory_mib >= memory_mib and geometry.cores(p) >= cores]
-    return sorted(fitting, key=lambda p: (p.memory_mib, p.compute_slices, p.memory_slices, p.name))
+    return [
+        p for p in _layouts(geometry).ordered(name) if p.memory_mib >= memory_mib and geometry.cores(p) >= cores
+    ]
 
 
 def plan_new_instance(
@@ -255,16 +375,12 @@ def plan_new_instance(
 
     ``existing`` have fixed placements; ``pending`` are profile names the ledger
     holds without a known placement (simulated devices), which must still fit.
+    Of the placements of that profile, the first (in NVIDIA's order) with which
+    the pending instances still fit.
     """
-    fixed = _known(geometry, existing)
-    pending_profiles = [p for p in (geometry.profile(n) for n in pending) if p is not None]
-    for profile in candidates(geometry, memory_mib, cores, name):
-        for start in profile.placements:
-            if not _fits(geometry, fixed, profile, start):
-                continue
-            if _place_all(geometry, [*fixed, (profile, start)], pending_profiles) is not None:
-                return Placement(profile, start)
-    return None
+    layouts = _layouts(geometry)
+    waiting = layouts.canonical(i for i in (layouts.index.get(n) for n in pending) if i is not None)
+    return layouts.plan(tuple(sorted(_known(layouts, existing))), waiting, memory_mib, cores, name)
 
 
 def free_existing(
@@ -301,13 +417,13 @@ def pick_existing(
 
 def free_profiles(geometry: MigGeometry, existing: Sequence[MigInstance]) -> dict[str, int]:
     """How many more instances of each profile fit next to ``existing`` (each profile alone)."""
-    fixed = _known(geometry, existing)
+    layouts = _layouts(geometry)
+    held = layouts.held(_known(layouts, existing))
     counts: dict[str, int] = {}
     for profile in geometry.profiles:
+        i = layouts.index[profile.name]
         n = 0
-        for k in range(1, profile.max_instances + 1):
-            if _place_all(geometry, list(fixed), list(itertools.repeat(profile, k))) is None:
-                break
-            n = k
+        while n < profile.max_instances and layouts.fits(held, [i] * (n + 1)):
+            n += 1
         counts[profile.name] = n
     return counts

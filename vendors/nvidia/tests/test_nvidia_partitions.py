@@ -39,7 +39,7 @@ def _maximal_layouts(g: partitions.MigGeometry) -> list[list[partitions.MigProfi
         for combo in itertools.combinations_with_replacement(plain, size):
             if sum(p.compute_slices for p in combo) > g.compute_slices:
                 continue
-            if partitions._place_all(g, [], list(combo)) is not None:
+            if partitions.packs(g, combo):
                 layouts.append(list(combo))
     return layouts
 
