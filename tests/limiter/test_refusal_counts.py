@@ -5,15 +5,22 @@ each workload reports it was refused."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from hami_devices.limiter import DeviceLimit, Region
 from tests.limiter.conftest import Drivers
-from tests.limiter.helpers import Env, fields, run
+from tests.limiter.helpers import REPO, Env, fields, run
 from tests.limiter.test_other_vendors import ACL_ERROR_RT_MEMORY_ALLOCATION, CNRT_ERROR_NO_MEM
 
 MIB = 1 << 20
 CUDA_ERROR_OUT_OF_MEMORY = "2"
+EXAMPLE = REPO / "examples" / "vendor-plugin"
+EXAMPLE_LIBS = EXAMPLE / "hami_example_accel" / "libs"  # built by scripts/test.sh as a plugin author builds it
+EXRT_ERROR_OUT_OF_MEMORY = 2
 
 
 def _counts(env: Env) -> tuple[int, int]:
@@ -70,3 +77,18 @@ def test_launches_held_back_by_the_pacer_are_compute_refusals(drivers: Drivers, 
         launches = int(fields(out)["device"].split()[2])
         memory, compute = _counts(wenv)
         assert memory == 0 and (0 < compute <= launches if held_back else compute == 0), (limit, compute, launches)
+
+
+def test_the_example_plugins_shim_counts_through_the_core(wenv: Env) -> None:
+    """A third-party shim that reserves through the region API counts its refusals with it too."""
+    Region.create(wenv.region, [DeviceLimit(64 * MIB, 0)]).close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HAMI_")}
+    env.update(LD_PRELOAD=str(EXAMPLE_LIBS / "libhami_example.so"), PYTHONPATH=str(EXAMPLE),
+               HAMI_EXAMPLE_RUNTIME=str(EXAMPLE_LIBS / "libexrt.so"), HAMI_REGION_PATH=str(wenv.region))
+    exits = [
+        subprocess.run([sys.executable, "-m", "hami_example_accel.workload", "alloc", str(mib)], env=env,
+                       capture_output=True, text=True, timeout=60).returncode
+        for mib in (100, 32, 100)
+    ]
+    assert exits == [EXRT_ERROR_OUT_OF_MEMORY, 0, EXRT_ERROR_OUT_OF_MEMORY]
+    assert _counts(wenv) == (2, 0)

@@ -121,7 +121,9 @@ SHIM_EXPORT exrtError exrtMalloc(void **ptr, size_t bytes) {
     if (!region) return real.malloc_(ptr, bytes);
     if (!ensure_slot()) return EXRT_ERROR_OUT_OF_MEMORY;
     int device = current_device();
-    if (hami_region_reserve(region, slot, device, bytes) != HAMI_OK) return EXRT_ERROR_OUT_OF_MEMORY;
+    int reserved = hami_region_reserve(region, slot, device, bytes);
+    if (reserved == HAMI_E_OOM) hami_region_count_refusal(region, device); /* the exporter and events show it */
+    if (reserved != HAMI_OK) return EXRT_ERROR_OUT_OF_MEMORY;
     exrtError rc = real.malloc_(ptr, bytes);
     if (rc != EXRT_SUCCESS) {
         hami_region_release(region, slot, device, bytes);
