@@ -314,11 +314,15 @@ def resolve_target(
         if not hardware and recipe is not _profile_devices:
             # devices built from an inventory exist in no vendor library: its reader is not asked about
             # them, nor its fault injector
-            chosen = dataclasses.replace(chosen, hardware_partitions=None, faults=None)
+            chosen = dataclasses.replace(chosen, hardware_partitions=None, faults=None, facts=None)
         if chosen.workload is None:
             workload = builtin_workload(adapter, hardware=hardware, fake=fake_hardware(adapter, probe))
             if workload is not None:
                 chosen = dataclasses.replace(chosen, workload=workload)
+        if chosen.facts is None and hardware and fake_hardware(adapter, probe):
+            from hami_conformance.fixture_facts import fixture_facts
+
+            chosen = dataclasses.replace(chosen, facts=fixture_facts(adapter))
         if chosen.hardware_partitions is None and hardware:
             reader = builtin_partition_reader(adapter)
             if reader is not None:

@@ -89,6 +89,12 @@ class Profile:
     Return None for a device the library does not know (one built from an inventory or simulated):
     that device is not compared.  On ``--inventory`` devices the suite never asks."""
 
+    facts: Callable[[Device], Mapping[str, object] | None] | None = None
+    """A device's readings as the vendor library's own state states them - its state files, its
+    tool's output, never the adapter's objects: Metrics field names (``memory_used_mib``,
+    ``utilization_pct``, ``temperature_c``, ``power_w``, ``health``) to values; None for a device it
+    does not know.  ``monitor.per-device`` compares each device's monitor() with it."""
+
     faults: FaultInjector | None = None
     """Injects faults into the vendor library during the run (``faults.during-run``); without it
     that check is N/A with the reason."""

@@ -13,7 +13,15 @@ import pytest
 from hami_broken_adapters import CLASSES
 from hami_conformance.checks import load_all
 from hami_conformance.session import ConformanceSession  # noqa: F401  (imported once, not per in-process run)
-from hami_conformance_testing import BROKEN, certify, clean_environment, failures, results, run_suite
+from hami_conformance_testing import (
+    BROKEN,
+    certify,
+    clean_environment,
+    failures,
+    fake_hardware_environment,
+    results,
+    run_suite,
+)
 
 load_all()
 
@@ -88,3 +96,14 @@ def test_a_partition_reader_is_asked_about_the_devices_its_library_knows(pyteste
         pytester, "--hami-adapter-class", f"{BROKEN}:LibraryPartitionsAdapter", "-k", "release.any-order"
     )
     assert results(report)["release.any-order"] == "pass", result.stdout.str()[-2000:]
+
+
+def test_readings_per_device_are_compared_with_the_fake_librarys_fixture(tmp_path: Path) -> None:
+    """On the fake NVML two identical H100s hold different loads (the fixture's used memory, utilization,
+    temperature, power): an adapter reading both through the first one's handle is refused."""
+    env = fake_hardware_environment("nvidia", tmp_path)
+    args = ["--adapter-class", f"{BROKEN}:FirstOfModelNvidiaAdapter", "-k", "monitor.per-device"]
+    proc, report = certify(args, env, tmp_path)
+    assert report["adapter"]["backend"] == "hardware", proc.stderr[-2000:]
+    reason = failures(report).get("monitor.per-device", "")
+    assert "the library's state says" in reason and "GPU-c0f0c0f0-1b4d-4e8a-9c6f-000000000001" in reason, reason

@@ -27,6 +27,7 @@ MODULES = (
     "orders",
     "restart",
     "monitoring",
+    "perdevice",
     "environment",
     "concurrency",
     "verbs",
