@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from tests.kubernetes.cluster.controlplane import binaries
+from tests.kubernetes.helm.chart import helm_binary
 from tests.kubernetes.kubelet.harness import build_driver
 from tests.kubernetes.peers.conftest import RELEASES, built_peer
 
@@ -20,6 +21,7 @@ def main() -> None:
         print(f"hamipeer-{release}: {built_peer(release).binary} ({time.monotonic() - started:.0f} s)", flush=True)
     for name, path in binaries().items():
         print(f"{name}: {path} ({time.monotonic() - started:.0f} s)", flush=True)
+    print(f"helm: {helm_binary()} ({time.monotonic() - started:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":
