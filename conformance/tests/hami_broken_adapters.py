@@ -798,6 +798,14 @@ class FirstOfModelNvidiaAdapter(NvidiaAdapter):
         return devices
 
 
+class MegabyteAdapter(PlainAdapter):
+    """Reports memory in MB (10^6 bytes) where the contract says MiB: 4.9 % more than the device has."""
+
+    def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
+        slipped = [i.model_copy(update={"memory_mib": i.memory_mib * (1 << 20) // 10**6}) for i in infos]
+        return super().simulate(slipped, ledger)
+
+
 CLASSES: dict[str, tuple[str, str]] = {
     "MisspeltShimAdapter": ("identity.adapter", "names a limiter shim that is not built"),
     "OverpromisedCatalogAdapter": ("partition.catalog", "promises more partition instances than the device holds"),
@@ -811,6 +819,7 @@ CLASSES: dict[str, tuple[str, str]] = {
     "StaleHealthAdapter": ("faults.during-run", "reports the health discovery saw, never a change"),
     "RawErrorAdapter": ("faults.during-run", "lets a failed library call escape as a raw OSError"),
     "PerModelCacheAdapter": ("monitor.per-device", "caches readings per model"),
+    "MegabyteAdapter": ("identity.spec-sheet", "reports memory in MB as MiB"),
 }
 """Issue 40's broken adapters -> (the one check that must refuse it, its bug); a SHOULD check's failure is
 reported, not fatal."""

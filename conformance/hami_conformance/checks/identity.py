@@ -5,6 +5,7 @@ from __future__ import annotations
 from hami_conformance.bench import Bench, device_info_errors, expect
 from hami_conformance.checks import check
 from hami_conformance.shims import shim_problem
+from hami_devices import traits as traits_catalog
 from hami_devices.adapter import Capability, Probe
 from hami_devices.models import DeviceTraits
 
@@ -100,3 +101,32 @@ def topology_scores(bench: Bench) -> None:
             )
             back = bench.adapter.pair_score(b.info, a.info)
             expect(score == back, f"pair_score is not symmetric: {a.uuid}->{b.uuid} {score}, back {back}")
+
+
+SPEC_LOW, SPEC_HIGH = 0.90, 1.01
+"""How far discovered memory may sit from the spec sheet's: vendors report up to a tenth less (memory
+reserved for the driver, ECC), and never more than rounding above it.  A unit slip (MB for MiB, 4.9 %
+more; GiB for MiB) lies outside."""
+
+
+def spec_sheet(bench: Bench, vendor: str, model: str) -> DeviceTraits | None:
+    """The model's spec sheet: the core traits catalog's, else the one the adapter ships for it."""
+    return traits_catalog.find(vendor, model) or bench.adapter.traits_for(model)
+
+
+@check("identity.spec-sheet")
+def against_spec_sheet(bench: Bench) -> None:
+    compared = 0
+    for device in bench.devices:
+        info = device.info
+        sheet = spec_sheet(bench, info.vendor, info.model) or info.traits
+        if sheet is None:
+            continue
+        compared += 1
+        low, high = int(sheet.memory_mib * SPEC_LOW), int(sheet.memory_mib * SPEC_HIGH)
+        expect(
+            low <= info.memory_mib <= high,
+            f"device {info.uuid} ({info.model}): discovery reports {info.memory_mib} MiB, its spec sheet "
+            f"{sheet.memory_mib} MiB (a device shows {low}..{high}): a unit slip, or another device's figure",
+        )
+    expect(compared, "no discovered device has a spec sheet (traits catalog, traits_for or DeviceInfo.traits)")
