@@ -30,11 +30,11 @@ GroupBy = Literal[
 GROUPINGS: tuple[str, ...] = (
     "namespace", "pod", "queue", "workload", "owner", "device", "allocation", "dag", "task", "application",
 )
-# groupings by the identity a workflow integration records: an Airflow task's DAG and task, a Spark application
+# groupings by the identity a workflow integration records: an Airflow task's DAG and task (a Spark application:
+# its name where conf(application=...) gave it, else its id)
 METADATA_GROUPS: dict[str, tuple[str, ...]] = {
     "dag": ("dag_id",),
     "task": ("dag_id", "task_id"),
-    "application": ("spark_app",),
 }
 HOUR = 3600.0
 
@@ -105,6 +105,8 @@ def group_of(by: str, held: _Held, uuid: str) -> str:
         return meta.get("workload") or request.get("name") or held.allocation_id
     if by == "owner":
         return meta.get("owner") or "(none)"
+    if by == "application":
+        return meta.get("spark_app_name") or meta.get("spark_app") or "(none)"
     if by in METADATA_GROUPS:
         keys = METADATA_GROUPS[by]
         return "/".join(meta[k] for k in keys) if all(meta.get(k) for k in keys) else "(none)"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hami_devices.integrations.shares import ShareSpec
-from hami_devices.integrations.spark.executor import RESOURCE_VAR, SHARE_SPEC_VAR, SHARE_VAR, Executor
+from hami_devices.integrations.spark.executor import APP_NAME_VAR, RESOURCE_VAR, SHARE_SPEC_VAR, SHARE_VAR, Executor
 from hami_devices.registry import path_variables
 
 DISCOVERY_SCRIPT = "hami-spark-discover"
@@ -39,15 +39,17 @@ def conf(
     task_amount: float = 1.0,
     resource: str = "gpu",
     worker_slots: int | None = None,
+    application: str | None = None,
     **share: Any,
 ) -> dict[str, str]:
     """Spark settings giving every executor the share ``share`` asks for (request-part fields plus
     ``task_type``, ``queue``, ``grant_timeout_s``), its devices as the resource ``resource``, and each
     task ``task_amount`` of one (0.5: two tasks at a time on one device of the executor's share).
 
-    ``worker_slots`` adds the standalone workers' settings (the share slots each worker offers its
-    executors), for a ``local-cluster`` whose workers take the application's configuration; a
-    standalone cluster's workers read them from their own configuration."""
+    ``application``: the application's name, kept with each share (``usage --by application`` groups by it;
+    an executor is told only the application's id).  ``worker_slots`` adds the standalone workers' settings
+    (the share slots each worker offers its executors), for a ``local-cluster`` whose workers take the
+    application's configuration; a standalone cluster's workers read them from their own configuration."""
     spec = ShareSpec.parse(share, "share")
     settings = {
         f"spark.executor.resource.{resource}.amount": str(spec.part.count),
@@ -61,6 +63,8 @@ def conf(
         settings[f"spark.worker.resource.{resource}.discoveryScript"] = discovery_script()
     if resource != "gpu":
         settings[f"spark.executorEnv.{RESOURCE_VAR}"] = resource
+    if application:
+        settings[f"spark.executorEnv.{APP_NAME_VAR}"] = application
     # executors run in work folders of their own: a relative library or fixture path is resolved here
     settings.update({f"spark.executorEnv.{k}": v for k, v in path_variables(os.environ).items()})
     return settings

@@ -24,6 +24,7 @@ PREFIX = "spark."
 SHARE_SPEC_VAR = "HAMI_SPARK_SHARE"  # the share each executor asks for (JSON), set with spark.executorEnv
 SHARE_VAR = "HAMI_SPARK_SHARE_ID"  # in the executor's Python workers: the allocation they run under
 RESOURCE_VAR = "HAMI_SPARK_RESOURCE"  # the resource name the discovery script reports (default "gpu")
+APP_NAME_VAR = "HAMI_SPARK_APP_NAME"  # the application's name (an executor is told only its id), from conf()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import sys
 
 from hami_devices.errors import UnknownAllocation
 from hami_devices.integrations.shares import NodeShares, ShareSpec
-from hami_devices.integrations.spark.executor import SHARE_SPEC_VAR, Executor, dead_executor_shares
+from hami_devices.integrations.spark.executor import APP_NAME_VAR, SHARE_SPEC_VAR, Executor, dead_executor_shares
 from hami_devices.models import DeviceHandle
 
 
@@ -28,6 +28,8 @@ def ensure_share(executor: Executor, shares: NodeShares) -> DeviceHandle:
         "spark_app": executor.app_id,
         "spark_executor": executor.executor_id,
     }
+    if os.environ.get(APP_NAME_VAR):
+        metadata["spark_app_name"] = os.environ[APP_NAME_VAR]
     handle = shares.grant(
         spec, name=f"spark/{executor.app_id}/{executor.executor_id}", metadata=metadata, handle_id=executor.share_id
     )
