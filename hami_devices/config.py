@@ -215,6 +215,10 @@ class NodeConfig(_Section):
         default=None, gt=0, le=10.0, alias="core-scaling", description="replaces device-plugin.core-scaling"
     )
     filter_devices: DeviceFilter = Field(default_factory=DeviceFilter, alias="filter-devices")
+    mig_mode: Literal["strict", "flexible", "disabled"] | None = Field(
+        default=None, alias="mig-mode",
+        description="replaces device-plugin.mig-mode (and an inventory's mig_mode) on the node's devices",
+    )
 
     @model_validator(mode="after")
     def _selects_something(self) -> NodeConfig:
@@ -252,7 +256,7 @@ class HamiConfig(_Section):
         default_factory=list,
         alias="node-config",
         description="per-node settings (HAMi's nodeconfig): each entry selects nodes by name pattern and/or "
-        "labels and sets memory-scaling, split-count, core-scaling and filter-devices there; every matching "
+        "labels and sets memory-scaling, split-count, core-scaling, mig-mode and filter-devices there; every matching "
         "entry applies, in order, a later one overriding the keys it sets",
     )
 

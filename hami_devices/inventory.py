@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -23,6 +23,12 @@ FABRIC_LINKS = {"nvlink", "hccs", "mlu-link", "xgmi"}
 PAIR_SCORE_FABRIC = 100
 PAIR_SCORE_PCIE_SAME_NUMA = 40
 PAIR_SCORE_PCIE_CROSS_NUMA = 10
+
+MigMode = Literal["strict", "flexible", "disabled"]
+MIG_MODE_ATTRIBUTE = "device-plugin.mig-mode"
+"""The device attribute that replaces the configuration's ``device-plugin.mig-mode`` for one device: set from
+an inventory's ``mig_mode`` (node or device group) and from a ``node-config`` entry's ``mig-mode``."""
+_MIG_MODE_HELP = "replaces device-plugin.mig-mode on these devices (strict, flexible or disabled)"
 
 
 class _Strict(BaseModel):
@@ -39,6 +45,7 @@ class DeviceGroupSpec(_Strict):
     split_count: int | None = Field(default=None, ge=1)
     unhealthy: list[int] = Field(default_factory=list, description="indexes within this group")
     attributes: dict[str, str] = Field(default_factory=dict)
+    mig_mode: MigMode | None = Field(default=None, description=_MIG_MODE_HELP + "; over the node's")
 
 
 class NodeEntrySpec(_Strict):
@@ -49,6 +56,7 @@ class NodeEntrySpec(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list, description="keep off requests that do not tolerate them")
     devices: list[DeviceGroupSpec] = Field(default_factory=list)
+    mig_mode: MigMode | None = Field(default=None, description=_MIG_MODE_HELP + " of the node")
 
 
 class InventorySpec(_Strict):
@@ -104,12 +112,21 @@ def _traits(group: DeviceGroupSpec, traits_for: TraitsLookup | None) -> DeviceTr
     return found or traits_catalog.lookup(group.vendor, group.model)  # lookup raises the named error
 
 
+def _attributes(group: DeviceGroupSpec, node_mig_mode: MigMode | None) -> dict[str, str]:
+    attributes = {"backend": "simulated", **group.attributes}
+    mig_mode = group.mig_mode or node_mig_mode
+    if mig_mode is not None:
+        attributes[MIG_MODE_ATTRIBUTE] = mig_mode
+    return attributes
+
+
 def _node_devices(
     node_name: str,
     groups: list[DeviceGroupSpec],
     where: str,
     split_count_default: int,
     traits_for: TraitsLookup | None,
+    mig_mode: MigMode | None = None,
 ) -> list[DeviceInfo]:
     devices: list[DeviceInfo] = []
     next_index: dict[str, int] = {}
@@ -122,6 +139,11 @@ def _node_devices(
         bad = [i for i in group.unhealthy if i >= group.count]
         if bad:
             raise InvalidInventory(f"{where}.devices.{g}.unhealthy", f"indexes {bad} are beyond count {group.count}")
+        given = group.attributes.get(MIG_MODE_ATTRIBUTE)
+        if given is not None and given not in get_args(MigMode):
+            raise InvalidInventory(f"{where}.devices.{g}.attributes", f"{MIG_MODE_ATTRIBUTE} {given!r} is not one of "
+                                   + ", ".join(get_args(MigMode)))
+        attributes = _attributes(group, mig_mode)
         for i in range(group.count):
             index = next_index.get(group.vendor, 0)
             next_index[group.vendor] = index + 1
@@ -141,7 +163,7 @@ def _node_devices(
                     health_reason="marked unhealthy in the inventory" if unhealthy else None,
                     split_count=group.split_count or split_count_default,
                     traits=traits,
-                    attributes={"backend": "simulated", **group.attributes},
+                    attributes=dict(attributes),
                 )
             )
             group_of.append(group)
@@ -189,7 +211,9 @@ def parse_inventory(
                         memory_mib=entry.memory_mib,
                         labels=entry.labels,
                         taints=entry.taints,
-                        devices=_node_devices(name, entry.devices, f"nodes.{n}", split_count_default, traits_for),
+                        devices=_node_devices(
+                            name, entry.devices, f"nodes.{n}", split_count_default, traits_for, entry.mig_mode
+                        ),
                     )
                 )
     except InvalidInventory as exc:

@@ -1,9 +1,9 @@
 """Per-node settings (``node-config``): which entries select a node, and the devices they leave it.
 
 HAMi's ``nodeconfig`` gives a node its own device memory scaling, split count and
-core scaling, and keeps some of its devices out of use.  Here an entry selects
-nodes by a name pattern and/or labels; the settings are written into each
-device's facts (``DeviceInfo.memory_factor``, ``core_capacity``, ``split_count``),
+core scaling, and keeps some of its devices out of use; here an entry may also set the
+node's MIG mode (``mig-mode``).  An entry selects nodes by a name pattern and/or labels;
+the settings are written into each device's facts (``DeviceInfo.memory_factor``, ``core_capacity``, ``split_count``),
 so every consumer of the rule table -- the engine's columns, the allocator's
 re-check, DRA, Ray -- reads them without knowing where they came from.  Applying
 the same configuration twice gives the same devices, so every path that builds
@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 
 from hami_devices import accounting
 from hami_devices.config import DeviceFilter, HamiConfig, NodeConfig
-from hami_devices.inventory import Inventory
+from hami_devices.inventory import MIG_MODE_ATTRIBUTE, Inventory
 from hami_devices.models import DeviceInfo
 from hami_devices.traits import normalize_model_name
 
@@ -30,6 +30,7 @@ class NodeSettings:
     memory_scaling: float
     core_scaling: float
     split_count: int | None  # None: each device keeps its own (the vendor's or the inventory's)
+    mig_mode: str | None = None  # None: each device keeps its own (the inventory's, else device-plugin.mig-mode)
     filters: list[DeviceFilter] = field(default_factory=list)
     entries: list[int] = field(default_factory=list)  # indexes into node-config that select the node
 
@@ -51,6 +52,7 @@ class NodeSettings:
             "memory-scaling": self.memory_scaling,
             "core-scaling": self.core_scaling,
             "split-count": self.split_count,
+            "mig-mode": self.mig_mode,
             "filter-devices": [f.model_dump(exclude_defaults=True) for f in self.filters],
         }
 
@@ -72,6 +74,7 @@ def settings_for(config: HamiConfig, node: str, labels: Mapping[str, str] | None
         out.memory_scaling = entry.memory_scaling if entry.memory_scaling is not None else out.memory_scaling
         out.core_scaling = entry.core_scaling if entry.core_scaling is not None else out.core_scaling
         out.split_count = entry.split_count if entry.split_count is not None else out.split_count
+        out.mig_mode = entry.mig_mode if entry.mig_mode is not None else out.mig_mode
         out.filters.append(entry.filter_devices)
     return out
 
@@ -98,7 +101,13 @@ def configure_devices(
     }
     if settings.split_count is not None:
         update["split_count"] = settings.split_count
-    return [info.model_copy(update=update) for info in infos if not settings.excludes(info)]
+    kept = [info for info in infos if not settings.excludes(info)]
+    if settings.mig_mode is None:
+        return [info.model_copy(update=update) for info in kept]
+    return [
+        info.model_copy(update={**update, "attributes": {**info.attributes, MIG_MODE_ATTRIBUTE: settings.mig_mode}})
+        for info in kept
+    ]
 
 
 def configure_inventory(inventory: Inventory, config: HamiConfig) -> Inventory:

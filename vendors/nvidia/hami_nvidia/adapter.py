@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import Any, ClassVar, get_args
 
 import pynvml
 
@@ -15,6 +17,7 @@ from hami_devices.adapter import Capability, Probe, VendorAdapter
 from hami_devices.config import HamiConfig
 from hami_devices.device import Device
 from hami_devices.errors import ReasonCode
+from hami_devices.inventory import MIG_MODE_ATTRIBUTE, MigMode
 from hami_devices.isolation import core_limit
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceInfo, Grant, PartitionProfile, RequestPart
@@ -27,6 +30,16 @@ from hami_nvidia.partitions import MigGeometry, MigInstance
 def _catalog_model(model: str) -> str:
     found = traits.find("nvidia", model)
     return found.model if found is not None else model
+
+
+MIG_MODES = get_args(MigMode)
+
+
+def simulated_mig_uuid(gpu_uuid: str, profile: str, key: int | str) -> str:
+    """A MIG device uuid for a simulated instance, shaped as the driver's (``MIG-`` and a UUID): the same
+    GPU, profile and ``key`` (a placement or an ordinal) always give the same id."""
+    digest = hashlib.sha1(f"{gpu_uuid}/{profile}/{key}".encode()).hexdigest()
+    return f"MIG-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
 class NvidiaAdapter(VendorAdapter):
@@ -51,6 +64,12 @@ class NvidiaAdapter(VendorAdapter):
     def __init__(self, config: HamiConfig | None = None) -> None:
         super().__init__(config)
         self._devices: dict[str, NvmlDevice] = {}
+        self._geometries: dict[str, MigGeometry | None] = {}  # model name -> its catalog geometry
+
+    def mig_mode(self, info: DeviceInfo) -> str:
+        """How MIG is used on this device: its own ``device-plugin.mig-mode`` attribute, else the configuration's."""
+        mode = info.attributes.get(MIG_MODE_ATTRIBUTE)
+        return mode if mode is not None and mode in MIG_MODES else self.config.device_plugin.mig_mode
 
     # -- hardware back end -------------------------------------------------
     def probe(self) -> Probe:
@@ -131,30 +150,43 @@ class NvidiaAdapter(VendorAdapter):
         geometry = partitions.geometry_for(_catalog_model(model))
         return geometry.partition_profiles() if geometry else []
 
+    def complete_info(self, info: DeviceInfo) -> DeviceInfo:
+        """The MIG profiles of the model where the device's own MIG mode uses them (not ``disabled``)."""
+        if info.partitions or self.mig_mode(info) == "disabled":
+            return info
+        geometry = partitions.geometry_for(_catalog_model(info.model))
+        return info.model_copy(update={"partitions": geometry.partition_profiles()}) if geometry else info
+
     # -- MIG planning --------------------------------------------------------
     def _geometry(self, info: DeviceInfo) -> MigGeometry | None:
         device = self._devices.get(info.uuid)
         if device is not None:
             return device.geometry
-        return partitions.geometry_for(_catalog_model(info.model))
+        if info.model not in self._geometries:
+            self._geometries[info.model] = partitions.geometry_for(_catalog_model(info.model))
+        return self._geometries[info.model]
 
     def _existing(self, info: DeviceInfo) -> list[MigInstance]:
+        """The instances that exist: the driver's, or the inventory's (``mig.instances``), those named by
+        their placement where the inventory gives no uuid, as a driver would name them."""
         device = self._devices.get(info.uuid)
         if device is not None:
             return device.existing_instances()
-        return parse_instances(info.attributes.get("mig.instances"))
+        return [
+            i if i.uuid else replace(i, uuid=simulated_mig_uuid(info.uuid, i.profile, i.start))
+            for i in parse_instances(info.attributes.get("mig.instances"))
+        ]
 
     def plain_shares(self, info: DeviceInfo) -> bool:
         """Plain shares unless MIG is on, or a MIG-capable simulated GPU may already hold instances."""
         if info.attributes.get("mig.mode") == "enabled":
             return False
-        mode = self.config.device_plugin.mig_mode
-        return mode == "disabled" or self._geometry(info) is None or info.uuid in self._devices
+        return self.mig_mode(info) == "disabled" or self._geometry(info) is None or info.uuid in self._devices
 
     def plan_grant(
         self, info: DeviceInfo, part: RequestPart, part_index: int, usage: DeviceUsage
     ) -> Grant | ReasonCode:
-        mode = self.config.device_plugin.mig_mode
+        mode = self.mig_mode(info)
         mig_on = info.attributes.get("mig.mode") == "enabled"
         hardware = info.uuid in self._devices
         wants = part.partition
@@ -188,11 +220,22 @@ class NvidiaAdapter(VendorAdapter):
             profile = geometry.profile(chosen.profile)
             assert profile is not None
             return self._mig_grant(info, part_index, geometry, profile, chosen.uuid)
-        pending = [] if hardware else list(usage.partitions)
+        pending = [] if hardware else usage.partitions
         placement = partitions.plan_new_instance(geometry, existing, pending, memory, part.cores, wants)
         if placement is None:
             return ReasonCode.CARD_PARTITION_UNAVAILABLE
-        return self._mig_grant(info, part_index, geometry, placement.profile, None)
+        # On hardware ``prepare`` creates the instance and the driver names it; a simulated one is named here.
+        named = None if hardware else self._new_simulated_uuid(info, placement.profile.name, usage.partition_uuids)
+        return self._mig_grant(info, part_index, geometry, placement.profile, named)
+
+    @staticmethod
+    def _new_simulated_uuid(info: DeviceInfo, profile: str, held: Sequence[str]) -> str:
+        """The first of the GPU's ids for ``profile`` that no live instance holds (the same state, the same id)."""
+        taken = set(held)
+        ordinal = 0
+        while (uuid := simulated_mig_uuid(info.uuid, profile, f"#{ordinal}")) in taken:
+            ordinal += 1
+        return uuid
 
     @staticmethod
     def _mig_grant(
@@ -209,14 +252,13 @@ class NvidiaAdapter(VendorAdapter):
     # -- hardware side effects -------------------------------------------------
     def prepare(self, grants: list[Grant]) -> list[Grant]:
         """Flexible mode: create a GPU instance and a full compute instance per MIG grant."""
-        if self.config.device_plugin.mig_mode != "flexible":
-            return grants
         done: list[Grant] = []
         created: list[Grant] = []
         try:
             for grant in grants:
                 device = self._devices.get(grant.uuid)
-                if device is None or grant.partition is None or grant.partition_uuid is not None:
+                if (device is None or grant.partition is None or grant.partition_uuid is not None
+                        or self.mig_mode(device.info) != "flexible"):
                     done.append(grant)
                     continue
                 mig_uuid = self._create_instance(device, grant.partition)
@@ -268,11 +310,9 @@ class NvidiaAdapter(VendorAdapter):
 
     def teardown(self, grants: list[Grant]) -> None:
         """Destroy the MIG instances ``prepare`` created; gone ones are skipped, refusals warned about."""
-        if self.config.device_plugin.mig_mode != "flexible":
-            return
         for grant in grants:
             device = self._devices.get(grant.uuid)
-            if device is None or grant.partition_uuid is None:
+            if device is None or grant.partition_uuid is None or self.mig_mode(device.info) != "flexible":
                 continue
             try:
                 self._destroy_instance(device, grant.partition_uuid)
