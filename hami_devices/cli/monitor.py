@@ -7,7 +7,7 @@ from typing import Any
 
 from hami_devices.cli.common import add_json, add_source, found_from, ledger_from, report_missing
 from hami_devices.cli.output import emit_json, print_table
-from hami_devices.models import NOT_AVAILABLE, Metrics, MetricValue
+from hami_devices.models import NOT_AVAILABLE, Grant, Metrics, MetricValue
 
 
 def register(subparsers: Any) -> None:
@@ -24,11 +24,14 @@ def run(args: argparse.Namespace) -> int:
         found = found_from(args, ledger)
         devices = [d for d in found.devices if not args.uuid or d.uuid in args.uuid]
         metrics = [d.monitor() for d in devices]
+        # shares on a vendor whose library did not load are still held: listed from the ledger, not hidden
+        held = ledger.handles() if found.missing else []
+        unread = [(h.id, g) for h in held for g in h.grants if g.vendor in found.missing]
     finally:
         ledger.close()
     if args.json:
         rows = [m.model_dump(mode="json") | {"node": d.info.node} for d, m in zip(devices, metrics, strict=True)]
-        emit_json({"metrics": rows, "missing": found.missing})
+        emit_json({"metrics": rows, "missing": found.missing, "unread": [_unread(i, g) for i, g in unread]})
         return report_missing(found)
     print_table(
         [
@@ -76,7 +79,16 @@ def run(args: argparse.Namespace) -> int:
                 for d, m, a in shares
             ],
         )
+    if unread:
+        print("\nheld on devices whose library cannot be read (usage not available):")
+        print_table(["NODE", "DEVICE", "ALLOCATION", "MEM_LIMIT_MIB", "CORES"],
+                    [[g.node, g.uuid, i, g.memory_mib, g.cores] for i, g in unread])
     return report_missing(found)
+
+
+def _unread(allocation: str, grant: Grant) -> dict[str, object]:
+    return {"node": grant.node, "uuid": grant.uuid, "allocation": allocation, "memory_mib": grant.memory_mib,
+            "cores": grant.cores}
 
 
 def _mib(value: MetricValue) -> str:

@@ -123,8 +123,17 @@ def test_a_missing_library_is_named_by_every_verb(agent_ledger: Path, tmp_path: 
     (error,) = [line for line in lines if line.startswith('hami_exporter_collector_error_info{collector="nvidia"')]
     assert gone in error and error.endswith(" 1.0")
     # nothing names NVIDIA now, but the ledger saw it on this node: not a node without GPUs
-    (monitor,) = _verbs(["monitor", "--ledger", ledger], env={**_env(), "LD_LIBRARY_PATH": str(tmp_path)})
+    (monitor,) = _verbs(["monitor", "--ledger", ledger, "--json"],
+                        env={**_env(), "LD_LIBRARY_PATH": str(tmp_path)})
     assert monitor["rc"] == 1 and "vendor nvidia cannot be used: seen on this node before" in monitor["stderr"]
+    held = open_ledger(agent_ledger)
+    try:
+        live = {(h.id, g.uuid, g.memory_mib) for h in held.handles() for g in h.grants}
+    finally:
+        held.close()
+    # the shares are still listed (from the ledger) while their devices cannot be read
+    unread = json.loads(monitor["stdout"])["unread"]
+    assert {(u["allocation"], u["uuid"], u["memory_mib"]) for u in unread} == live and len(live) >= 1
 
 
 def test_relative_paths_are_resolved_where_they_are_given(tmp_path: Path) -> None:
