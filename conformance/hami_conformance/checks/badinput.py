@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from hami_conformance.bench import Bench, CheckFailed, expect, profiles_of, share
@@ -115,10 +116,10 @@ def every_verb(bench: Bench) -> None:
     held = bench.allocate_on(device, share(1, 0))
     before = bench.states()
     for value in NOT_HANDLES:
-        _typed(f"Device.release({value!r})", lambda v=value: device.release(v), field="handle")
+        _typed(f"Device.release({value!r})", partial(device.release, value), field="handle")
     for fields, field in MALFORMED_PARTS:
         request = {"parts": [{"memory_mib": 1, **fields}]}
-        _typed(f"Device.allocate({request!r})", lambda r=request: bench.allocate_on(device, r), field=field)
+        _typed(f"Device.allocate({request!r})", partial(bench.allocate_on, device, request), field=field)
     _typed(
         "Device.allocate({'name': 5, ...})",
         lambda: bench.allocate_on(device, {"name": 5, "parts": [{"memory_mib": 1}]}),

@@ -55,6 +55,10 @@ class Verbs:
         with self.lock:
             self.seen[device.uuid].append(seen)
 
+    def monitor_all(self) -> None:
+        for device in self.bench.devices:
+            self.monitor(device)
+
     def allocate(self, n: int, device: Device, rng: random.Random) -> None:
         profiles = profiles_of(device)
         request: ResourceRequest
@@ -122,7 +126,7 @@ def every_verb(bench: Bench) -> None:
     before = {d.uuid: readings(d) for d in bench.devices}
     verbs = Verbs(bench)
     # each read-only verb first from every thread at once, then all the verbs mixed
-    for burst in (verbs.discover, lambda: [verbs.monitor(d) for d in bench.devices]):
+    for burst in (verbs.discover, verbs.monitor_all):
         start = threading.Barrier(THREADS)
         errors = run_threads([_after(start, burst) for _ in range(THREADS)])
         expect(not errors, f"threads calling one verb at once failed: {errors[:3]}")
