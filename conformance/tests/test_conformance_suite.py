@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -194,22 +195,28 @@ def test_builtin_vendor_is_certified_on_its_fake_hardware_library(vendor: str, t
         assert results(report)["limiter.compute-share"] == "pass"
 
 
-def test_example_plugin_is_certified_by_class(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def _guide_command(start: str) -> list[str]:
+    """The guide's (examples/vendor-plugin/README.md) command line that starts with ``start``, as argv."""
+    lines = [line.strip() for line in (EXAMPLE / "README.md").read_text().splitlines()]
+    (line,) = [line for line in lines if line.startswith(start)]
+    return shlex.split(line.split("#", 1)[0])
+
+
+def test_example_plugin_is_certified_by_the_guides_pytest_command(tmp_path: Path) -> None:
     """At its full level: its own limiter shim (built by its pip install) enforces memory in a workload
-    that its own harness drives."""
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.setenv("PYTHONPATH", str(EXAMPLE))  # the workload processes import it too (not installed)
-    result, report = run_suite(
-        pytester,
-        "--hami-adapter-class",
-        "hami_example_accel.adapter:ExampleAdapter",
-        "--hami-examples",
-        CI_EXAMPLES,
+    that its own harness drives; run as the guide's section 4 writes it, the plugin installed."""
+    argv = _guide_command("pytest --hami-adapter=example")
+    env = {**clean_environment(), "PYTHONPATH": example_installed(tmp_path), "HAMI_CONFORMANCE_EXAMPLES": CI_EXAMPLES}
+    proc = subprocess.run(
+        [sys.executable, "-m", *argv, "-p", "no:cacheprovider"], capture_output=True, text=True, env=env, cwd=tmp_path
     )
-    assert result.ret == 0 and report["full_level"], result.stdout.str()[-3000:]
+    report = json.loads((tmp_path / "conformance.json").read_text())
+    assert proc.returncode == 0 and report["full_level"], proc.stdout[-3000:] + proc.stderr[-2000:]
     assert report["adapter"]["name"] == "example" and report["level"] == FULL
     verdicts = results(report)
     assert verdicts["limiter.memory-enforced"] == verdicts["env.limiter-memory"] == "pass"
+    assert verdicts["faults.during-run"] == "pass"  # the example's driver implements the fault injector
+    assert (tmp_path / "conformance.xml").is_file()
 
 
 def test_inventory_names_a_plugins_own_models(tmp_path: Path) -> None:
@@ -253,11 +260,14 @@ def test_a_vendor_name_in_other_capitals_is_named_as_such(tmp_path: Path) -> Non
 
 
 def test_example_plugin_is_found_by_its_entry_point(tmp_path: Path) -> None:
-    """As if pip-installed: a dist-info with the entry point, and the CLI finds "example" by name."""
+    """As if pip-installed: a dist-info with the entry point, and the guide's ``hami-devices conformance``
+    command (section 4; the CI job's is the same without the JSON report) finds "example" by name."""
+    argv = _guide_command("hami-devices conformance example")
+    ci = _guide_command("- run: hami-devices conformance example")[2:]
+    assert set(ci) <= set(argv), "the CI job's command is the tested one less some reports"
     env = {**os.environ, "PYTHONPATH": example_installed(tmp_path), "HAMI_CONFORMANCE_EXAMPLES": "5"}
-    report = tmp_path / "r.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "hami_devices.cli.main", "conformance", "example", "--report", str(report)],
+        [sys.executable, "-m", "hami_devices.cli.main", *argv[1:]],
         capture_output=True,
         text=True,
         env=env,
@@ -265,4 +275,5 @@ def test_example_plugin_is_found_by_its_entry_point(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert json.loads(report.read_text())["adapter"]["plugin"] == "example"
+    assert json.loads((tmp_path / "conformance.json").read_text())["adapter"]["plugin"] == "example"
+    assert "certified at level" in (tmp_path / "conformance.md").read_text()
