@@ -319,10 +319,15 @@ def resolve_target(
             workload = builtin_workload(adapter, hardware=hardware, fake=fake_hardware(adapter, probe))
             if workload is not None:
                 chosen = dataclasses.replace(chosen, workload=workload)
-        if chosen.facts is None and hardware and fake_hardware(adapter, probe):
+        if hardware and fake_hardware(adapter, probe):
+            # the fake library's own files: facts the adapter's objects cannot bend
             from hami_conformance.fixture_facts import fixture_facts
+            from hami_conformance.state_partitions import state_partition_reader
 
-            chosen = dataclasses.replace(chosen, facts=fixture_facts(adapter))
+            if chosen.facts is None:
+                chosen = dataclasses.replace(chosen, facts=fixture_facts(adapter))
+            if chosen.hardware_partitions is None:
+                chosen = dataclasses.replace(chosen, hardware_partitions=state_partition_reader(adapter))
         if chosen.hardware_partitions is None and hardware:
             reader = builtin_partition_reader(adapter)
             if reader is not None:

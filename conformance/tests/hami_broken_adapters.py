@@ -22,6 +22,7 @@ import uuid as uuid_module
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from hami_ascend.adapter import AscendAdapter
 from hami_conformance import Profile, WorkloadProgram
 from hami_nvidia.adapter import NvidiaAdapter
 
@@ -804,6 +805,13 @@ class MegabyteAdapter(PlainAdapter):
     def simulate(self, infos: Sequence[DeviceInfo], ledger: Ledger) -> list[Device]:
         slipped = [i.model_copy(update={"memory_mib": i.memory_mib * (1 << 20) // 10**6}) for i in infos]
         return super().simulate(slipped, ledger)
+
+
+class VnpuLeakingAdapter(AscendAdapter):
+    """The Ascend adapter, but teardown leaves the vNPUs it made: only the fake DCMI's state file shows it."""
+
+    def teardown(self, grants: list[Grant]) -> None:
+        return None
 
 
 CLASSES: dict[str, tuple[str, str]] = {
