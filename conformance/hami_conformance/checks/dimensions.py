@@ -91,10 +91,13 @@ def _count_decides(bench: Bench, devices: list[Device]) -> None:
     if len(group) < 2:
         bench.notes.append("count: no two devices of one model with partitions on one node")
         return
-    for profile in profiles_of(group[0]):
-        uuids = [d.uuid for d in group[:2]]
+    pair = group[:2]
+    for profile in profiles_of(pair[0]):
+        if not all(_grants_alone(bench, device, profile) for device in pair):
+            continue  # the count cannot decide what one of the devices refuses by itself
+        uuids = [d.uuid for d in pair]
         try:
-            handle = bench.allocate_many(group, share(1, 0, count=2, uuids=uuids, partition=profile.name))
+            handle = bench.allocate_many(pair, share(1, 0, count=2, uuids=uuids, partition=profile.name))
         except InsufficientResources as exc:
             raise CheckFailed(f"count 2 of {profile.name} refused on two empty devices {uuids}: {exc}") from exc
         grants = bench.recorded(handle).grants
@@ -110,6 +113,15 @@ def _count_decides(bench: Bench, devices: list[Device]) -> None:
                 f"count 2 of {profile.name}: {grant.uuid} granted {grant.partition} with {grant.memory_mib} MiB/"
                 f"{grant.cores}%, the profile is {profile.memory_mib} MiB/{profile.cores}%",
             )
+
+
+def _grants_alone(bench: Bench, device: Device, profile: PartitionProfile) -> bool:
+    try:
+        handle = bench.allocate_on(device, share(1, 0, partition=profile.name))
+    except InsufficientResources:
+        return False
+    bench.release(handle)
+    return True
 
 
 @check("partition.each-dimension")

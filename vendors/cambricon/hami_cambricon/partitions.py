@@ -48,7 +48,8 @@ def profile(quota: int, memory_mib: int, device_memory_mib: int) -> PartitionPro
         memory_mib=memory_mib,
         cores=quota,
         native={"mlu_quota": quota, "memory_units": memory_mib // UNIT_MIB},
-        max_instances=max(1, device_memory_mib // memory_mib),
+        # as many as fit together, in memory and in compute quota (each instance holds its quota)
+        max_instances=max(1, min(device_memory_mib // memory_mib, 100 // max(1, quota))),
     )
 
 
