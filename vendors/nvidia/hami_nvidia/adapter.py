@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import warnings
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ def _catalog_model(model: str) -> str:
 MIG_MODES = get_args(MigMode)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def simulated_mig_uuid(gpu_uuid: str, profile: str, key: int | str) -> str:
     """A MIG device uuid for a simulated instance, shaped as the driver's (``MIG-`` and a UUID): the same
     GPU, profile and ``key`` (a placement or an ordinal) always give the same id."""
@@ -65,6 +67,7 @@ class NvidiaAdapter(VendorAdapter):
         super().__init__(config)
         self._devices: dict[str, NvmlDevice] = {}
         self._geometries: dict[str, MigGeometry | None] = {}  # model name -> its catalog geometry
+        self._grants: dict[tuple[object, ...], Grant] = {}
 
     def mig_mode(self, info: DeviceInfo) -> str:
         """How MIG is used on this device: its own ``device-plugin.mig-mode`` attribute, else the configuration's."""
@@ -237,17 +240,27 @@ class NvidiaAdapter(VendorAdapter):
             ordinal += 1
         return uuid
 
-    @staticmethod
     def _mig_grant(
+        self,
         info: DeviceInfo,
         part_index: int,
         geometry: MigGeometry,
         profile: partitions.MigProfile,
         uuid: str | None,
     ) -> Grant:
-        return Grant.on(
-            info, part_index, profile.memory_mib, geometry.cores(profile), partition=profile.name, partition_uuid=uuid
-        )
+        # The scheduling engine asks every MIG GPU again once its usage moved; the grant is kept per input,
+        # since building one is most of what an answer costs.
+        cores = geometry.cores(profile)
+        key = (info.uuid, info.node, info.vendor, info.model, info.index, part_index, profile.name,
+               profile.memory_mib, cores, uuid)
+        grant = self._grants.get(key)
+        if grant is None:
+            if len(self._grants) > 1 << 16:
+                self._grants.clear()
+            grant = self._grants[key] = Grant.on(
+                info, part_index, profile.memory_mib, cores, partition=profile.name, partition_uuid=uuid
+            )
+        return grant
 
     # -- hardware side effects -------------------------------------------------
     def prepare(self, grants: list[Grant]) -> list[Grant]:

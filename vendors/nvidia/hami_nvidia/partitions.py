@@ -234,6 +234,7 @@ class _Layouts:
         self._packs: dict[tuple[int, tuple[int, ...]], bool] = {}
         self._ordered: dict[str | None, tuple[MigProfile, ...]] = {}
         self._plans: dict[tuple[object, ...], Placement | None] = {}
+        self._waiting: dict[tuple[str, ...], tuple[int, ...]] = {}
 
     def held(self, instances: Iterable[tuple[int, int]]) -> _Held:
         """``instances`` as (profile index, start)."""
@@ -261,6 +262,16 @@ class _Layouts:
 
     def canonical(self, pending: Iterable[int]) -> tuple[int, ...]:
         return tuple(sorted(pending, key=self._order.__getitem__))
+
+    def waiting(self, names: tuple[str, ...]) -> tuple[int, ...]:
+        """Profile names (those the geometry knows) in canonical order, kept per tuple of names."""
+        known = self._waiting.get(names)
+        if known is None:
+            known = self.canonical(i for i in (self.index.get(n) for n in names) if i is not None)
+            if len(self._waiting) > 1 << 14:
+                self._waiting.clear()
+            self._waiting[names] = known
+        return known
 
     def packs(self, occupied: int, pending: tuple[int, ...]) -> bool:
         """Whether each of ``pending`` (canonical order) has a placement clear of ``occupied`` and of the others."""
@@ -379,8 +390,8 @@ def plan_new_instance(
     the pending instances still fit.
     """
     layouts = _layouts(geometry)
-    waiting = layouts.canonical(i for i in (layouts.index.get(n) for n in pending) if i is not None)
-    return layouts.plan(tuple(sorted(_known(layouts, existing))), waiting, memory_mib, cores, name)
+    fixed = tuple(sorted(_known(layouts, existing))) if existing else ()
+    return layouts.plan(fixed, layouts.waiting(tuple(pending)), memory_mib, cores, name)
 
 
 def free_existing(
