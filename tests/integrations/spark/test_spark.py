@@ -34,7 +34,7 @@ MIB = 1 << 20
 
 
 def readme_spark_block() -> str:
-    readme = (REPO_ROOT / "README.md").read_text()
+    readme = (REPO_ROOT / "docs" / "workflows.md").read_text()  # the quick start (moved from the README)
     start = readme.index("```python\n# spark: one share per executor") + len("```python\n")
     return readme[start : readme.index("```", start)]
 
