@@ -163,6 +163,8 @@ def figure(value: Any) -> str:
         return f"{value:.{decimals}f}"
     if value is None:
         return "n/a"
+    if isinstance(value, str) and value.startswith(str(REPO.parent) + os.sep):
+        return os.path.relpath(value, REPO)  # a path beside the repository, as the bench's default names it
     if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
         return ", ".join(figure(v) for v in value)
     return str(value)
@@ -180,19 +182,33 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _targets(output: dict[str, Any]) -> list[str]:
+def _target_rows(name: str, target: Any) -> list[tuple[str, Any, Any, Any]]:
+    """(name, value, bound, met) rows of one target: ``{value, bound, met}``, a bare bound, or a group of them."""
+    if isinstance(target, dict) and not {"value", "bound", "met"} & target.keys():
+        return [row for key in sorted(target) for row in _target_rows(f"{name}.{key}", target[key])]
+    if isinstance(target, dict):
+        return [(name, target.get("value"), target.get("bound"), target.get("met"))]
+    if isinstance(target, bool):
+        return [(name, None, None, target)]
+    return [(name, None, target, None)]  # a bench that states only its bounds
+
+
+def _all_target_rows(output: dict[str, Any]) -> list[tuple[str, Any, Any, Any]]:
     targets = output.get("targets")
-    if not isinstance(targets, dict) or not targets:
+    if not isinstance(targets, dict):
+        return []
+    return [row for name in sorted(targets) for row in _target_rows(name, targets[name])]
+
+
+def _targets(output: dict[str, Any]) -> list[str]:
+    rows = _all_target_rows(output)
+    if not rows:
         return ["This bench sets no targets."]
-    rows = ["| Target | Value | Bound | Met |", "|---|---|---|---|"]
-    for name in sorted(targets):
-        target = targets[name]
-        if isinstance(target, dict):
-            cells = [figure(target.get(k)) for k in ("value", "bound", "met")]
-        else:
-            cells = ["", figure(target), ""]  # a bench that states only its bounds
-        rows.append(f"| `{name}` | " + " | ".join(_cell(c) for c in cells) + " |")
-    return rows
+    lines = ["| Target | Value | Bound | Met |", "|---|---|---|---|"]
+    for name, value, bound, met in rows:
+        cells = ["" if v is None else _cell(figure(v)) for v in (value, bound, met)]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def page(record: dict[str, Any]) -> str:
@@ -254,11 +270,10 @@ def index(records: list[dict[str, Any]]) -> str:
     for record in records:
         bench = BENCHES.get(record["bench"])
         title = bench.title if bench else record["bench"]
-        targets = record["output"].get("targets")
-        met = "none set"
-        if isinstance(targets, dict) and targets:
-            flags = [t.get("met") for t in targets.values() if isinstance(t, dict)]
-            met = f"{figure(sum(1 for f in flags if f is True))} of {figure(len(flags))}" if flags else "bounds only"
+        rows = _all_target_rows(record["output"])
+        flags = [met for _, _, _, met in rows if isinstance(met, bool)]
+        met = "none set" if not rows else "bounds only" if not flags else (
+            f"{figure(sum(flags))} of {figure(len(flags))}")
         lines.append(
             f"| [{title}]({record['bench']}.md) | {met} | {figure(record['load_average_before'])} | {record['date']} |"
         )
