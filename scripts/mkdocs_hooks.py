@@ -75,11 +75,11 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 
 # Pages other work adds to docs/: in the nav under their section as soon as they exist, never a broken entry.
 OPTIONAL_PAGES: dict[str, list[tuple[str, str]]] = {
-    "Scheduler authors": [("Embedding the SDK", "embedding.md")],
+    "Scheduler authors": [("Embedding in a scheduler", "embedding.md")],
     "Operators": [
-        ("Operating nodes", "operators.md"),
+        ("Operating a node", "operators.md"),
         ("MIG", "mig.md"),
-        ("Defragmentation in practice", "defrag.md"),
+        ("Defragmentation from the command line", "defrag.md"),
         ("Fake vendor libraries", "fakes.md"),
     ],
 }
