@@ -123,7 +123,38 @@ def discover(
     node: str | None = None,
 ) -> list[Device]:
     """The devices of ``find_devices``; an expected vendor whose library cannot be loaded is logged as an
-    error (``find_devices`` tells it to a caller, ``Found.require`` raises it)."""
+    error (``find_devices`` tells it to a caller, ``Found.require`` raises it).
+
+    Discover every device of one node with the same ``ledger``: it is where their allocations meet, so two
+    schedulers (threads, processes, hosts on a database ledger) never both take the last share.
+
+    Args:
+        inventory: an inventory file (or ``Inventory``) to run the simulated back end on; omitted: this
+            node's hardware, through the vendor libraries.
+        vendors: only these vendors (entry-point names); omitted: every installed one.
+        config: a ``HamiConfig``, a mapping of its keys or a YAML path; its ``node-config`` filters and
+            scales the devices.
+        ledger: where allocations are kept: ``MemoryLedger()`` to embed or simulate, ``SqliteLedger(path)``
+            (or ``open_ledger(url)``) on a node agent, so allocations survive a restart; omitted: a new
+            in-memory ledger for these devices alone.
+        registry: adapters already loaded (``load_vendors``); omitted: loaded here.
+        node: this node's name (hardware only; see ``find_devices`` for the order it is looked up in).
+
+    Returns:
+        The devices, in each vendor's order (an inventory's order for the simulated back end).
+
+    Raises:
+        InvalidInventory: the inventory does not validate.
+        InvalidConfig: the configuration does not validate.
+        DeviceUnavailable: an inventory names a vendor whose plugin did not load.
+
+    Example:
+        ```python
+        ledger = hd.MemoryLedger()
+        devices = hd.discover("examples/cluster.yaml", ledger=ledger)
+        handle = hd.allocate(devices, {"parts": [{"models": ["T4"], "memory_mib": 4096, "cores": 30}]})
+        ```
+    """
     found = find_devices(inventory, vendors=vendors, config=config, ledger=ledger, registry=registry, node=node)
     if found.missing:
         log.error("%s", missing_message(found.missing))

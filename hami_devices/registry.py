@@ -71,7 +71,16 @@ def resolve_path_variables(environ: MutableMapping[str, str] | None = None) -> N
 
 def load_vendors(names: Iterable[str] | None = None, config: HamiConfig | None = None) -> VendorRegistry:
     """Instantiate every registered vendor adapter (or the named ones); relative library and fixture
-    paths in the environment are made absolute first (``resolve_path_variables``)."""
+    paths in the environment are made absolute first (``resolve_path_variables``).
+
+    Args:
+        names: entry-point names in ``hami_devices.vendors`` to load; omitted: all of them.
+        config: the configuration each adapter is built with; omitted: the defaults.
+
+    Returns:
+        The adapters that loaded, by name, and the plugins that did not, each with its error: a plugin that
+        fails to import or to build never takes the others down (``hami-devices vendors`` prints both).
+    """
     resolve_path_variables()
     plugins, failures = load_plugins(VENDOR_NAMESPACE, names)
     registry = VendorRegistry(failures=failures)

@@ -98,7 +98,13 @@ class LedgerView(ABC):
 
 
 class Ledger(ABC):
-    """Holds the live allocations; shared by every Device of one node or simulation."""
+    """Holds the live allocations; shared by every Device of one node or simulation.
+
+    Every grant and release is one transaction, with its lifecycle event written in it, so a crash never
+    loses or invents one. ``MemoryLedger`` serves embedding and simulation; ``SqliteLedger`` (one file per
+    node) and the PostgreSQL ledger (``hami_devices.ledger.open_ledger("postgresql://...")``, schedulers on
+    several hosts) are durable. Pass the same ledger to ``hd.discover`` for every device of a node.
+    """
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[LedgerView]:

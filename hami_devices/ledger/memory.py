@@ -156,7 +156,10 @@ class _MemoryView(LedgerView):
 
 
 class MemoryLedger(Ledger):
-    """Thread-safe; a transaction's writes replace or extend the state only on success."""
+    """The in-memory ledger, for embedding and simulation: gone with the process.
+
+    Thread-safe; a transaction's writes replace or extend the state only on success.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
