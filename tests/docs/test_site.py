@@ -8,13 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mkdocs  # noqa: F401  (the docs extra, which scripts/test.sh installs: pip install -e '.[docs]')
 import pytest
 
 import hami_devices
 
 from .conftest import REPO
-
-pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
 
 
 @pytest.fixture(scope="session")
