@@ -76,10 +76,10 @@ quietly .venv-airflow/bin/python -m pip install -e '.[airflow,conformance]'
 
 status=0
 if [ $# -eq 0 ]; then
-    # Most tests wait on processes and servers they start: two workers overlap those waits. Each file (or the
-    # group tests/conftest.py gives it) stays on one worker, so its module fixtures start once. The tests that
-    # measure shares of wall-clock time run after, alone, where nothing else takes the cores they measure.
-    HAMI_TEST_WHEEL="$WHEEL" .venv/bin/python -m pytest -n 2 --dist loadgroup -m "not timing" || status=$?
+    # Most tests wait on processes and servers they start: two workers overlap those waits. Each file stays on
+    # one worker (loadfile), so its module fixtures start once. The tests that measure shares of wall-clock time
+    # run after, alone, where nothing else takes the cores they measure.
+    HAMI_TEST_WHEEL="$WHEEL" .venv/bin/python -m pytest -n 2 --dist loadfile -m "not timing" || status=$?
     HAMI_TEST_WHEEL="$WHEEL" .venv/bin/python -m pytest -m timing || status=$?
 else
     HAMI_TEST_WHEEL="$WHEEL" .venv/bin/python -m pytest "$@" || status=$?

@@ -30,9 +30,6 @@ TIMED_MODULES = frozenset(
         "tests/observability/test_publisher.py",
     }
 )
-# Folders whose files share a costly session fixture (the packaging tests' fresh venv with the wheel installed):
-# one xdist group each, so the fixture is built once.  Every other file is a group of its own.
-SHARED_FIXTURE_FOLDERS = ("tests/packaging/",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -40,8 +37,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = item.path.resolve().relative_to(REPO_ROOT).as_posix()
         if where in TIMED_MODULES:
             item.add_marker(pytest.mark.timing)
-        group = next((folder for folder in SHARED_FIXTURE_FOLDERS if where.startswith(folder)), where)
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True)
