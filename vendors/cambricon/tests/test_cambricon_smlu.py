@@ -77,6 +77,19 @@ def test_named_profile(cndev_node: Callable[[str], Path]) -> None:
     assert [g.uuid for g in handle.grants] == [devices[0].uuid, devices[1].uuid]
 
 
+def test_a_named_profile_must_hold_what_the_part_asks(cndev_node: Callable[[str], Path]) -> None:
+    """smlu.q50.m40960 holds 40,960 MiB and half the cores: a part asking more of either is refused, not shrunk."""
+    cndev_node("mlu590_smlu.cndev")
+    _, devices = discover_mlus()
+    first = devices[0]
+    for too_much in ({"memory_mib": 40961}, {"cores": 51}):
+        with pytest.raises(InsufficientResources) as caught:
+            allocate([first], {"parts": [{"partition": "smlu.q50.m40960", **too_much}]})
+        assert caught.value.reasons[first.uuid] == [ReasonCode.CARD_PARTITION_UNAVAILABLE], too_much
+    exact = allocate([first], {"parts": [{"partition": "smlu.q50.m40960", "memory_mib": 40960, "cores": 50}]})
+    assert [(g.memory_mib, g.cores) for g in exact.grants] == [(40960, 50)]
+
+
 def test_without_smlu_a_share_is_a_rounded_plain_share(cndev_node: Callable[[str], Path]) -> None:
     cndev_node("mlu370x8.cndev")
     _, devices = discover_mlus()
