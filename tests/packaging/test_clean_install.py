@@ -69,7 +69,8 @@ def test_every_verb_helps(base_venv: Venv) -> None:
         "    print(verb)\n",
     )
     assert verbs.returncode == 0, verbs.stderr
-    assert len(verbs.stdout.split()) >= 20  # every verb module of the CLI imported on the base install (a module may register several verbs)
+    # every verb module of the CLI imported on the base install (a module may register several verbs)
+    assert len(verbs.stdout.split()) >= 20
     for verb in verbs.stdout.split():
         assert verb in top.stdout
 

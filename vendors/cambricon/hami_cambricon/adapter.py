@@ -217,7 +217,8 @@ class CambriconAdapter(VendorAdapter):
             if chosen is None or not smlu:
                 return ReasonCode.CARD_PARTITION_UNAVAILABLE
             # the named instance must hold what the part asks for, as a MIG or vNPU profile must
-            asked = part.memory_for(info.memory_mib) if part.memory_mib is not None or part.memory_percent is not None else 0
+            sized = part.memory_mib is not None or part.memory_percent is not None
+            asked = part.memory_for(info.memory_mib) if sized else 0
             if asked > chosen.memory_mib or cores > chosen.cores:
                 return ReasonCode.CARD_PARTITION_UNAVAILABLE
             memory, cores, partition = chosen.memory_mib, chosen.cores, chosen.name
