@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -104,13 +105,18 @@ def test_lost_gpu_is_unhealthy_and_the_others_work() -> None:
 
 
 def test_without_nvml_the_adapter_says_so_and_discovers_nothing(tmp_path: Path) -> None:
+    """Asked for by name, a vendor whose library cannot load is an error naming the library (issue 39)."""
     env = nvml_env("t4-pcie.conf")
-    env["HAMI_NVML_LIBRARY"] = str(tmp_path / "missing" / "libnvidia-ml.so.1")
+    library = tmp_path / "missing" / "libnvidia-ml.so.1"
+    env["HAMI_NVML_LIBRARY"] = str(library)
     vendors = run_json([*CLI, "vendors", "--json"], env)["vendors"]
     nvidia = next(v for v in vendors if v["name"] == "nvidia")
     assert nvidia["loaded"] and not nvidia["hardware_available"]
     assert "missing" in nvidia["detail"] and nvidia["library"].endswith("libnvidia-ml.so.1")
-    assert run_json([*CLI, "discover", "--vendor", "nvidia", "--json"], env) == {"devices": []}
+    done = subprocess.run([*CLI, "discover", "--vendor", "nvidia", "--json"], env=env, capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    found = json.loads(done.stdout)
+    assert found["devices"] == [] and str(library) in found["missing"]["nvidia"]
 
 
 def test_no_fixture_means_driver_not_loaded() -> None:
