@@ -113,6 +113,18 @@ def _last_json_object(stdout: str) -> dict[str, Any]:
     raise ValueError("the bench printed no JSON object")
 
 
+def _beside_the_repository(value: Any) -> Any:
+    """Paths beside the repository (the shared data folder) stored relative to it, as the benches' defaults name
+    them, so that the pages render the same from any checkout."""
+    if isinstance(value, dict):
+        return {key: _beside_the_repository(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_beside_the_repository(item) for item in value]
+    if isinstance(value, str) and value.startswith(str(REPO.parent) + os.sep):
+        return os.path.relpath(value, REPO)
+    return value
+
+
 def run(name: str) -> Path:
     """Run one bench from the repository root and store its output with how it was measured."""
     bench = BENCHES[name]
@@ -137,7 +149,7 @@ def run(name: str) -> Path:
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(wall, 1),
         "exit_status": done.returncode,
-        "output": output,
+        "output": _beside_the_repository(output),
     }
     STORED.mkdir(parents=True, exist_ok=True)
     path = STORED / f"{name}.json"
@@ -163,8 +175,6 @@ def figure(value: Any) -> str:
         return f"{value:.{decimals}f}"
     if value is None:
         return "n/a"
-    if isinstance(value, str) and value.startswith(str(REPO.parent) + os.sep):
-        return os.path.relpath(value, REPO)  # a path beside the repository, as the bench's default names it
     if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
         return ", ".join(figure(v) for v in value)
     return str(value)
