@@ -8,6 +8,8 @@ shared by every process, a private region folder, and a fresh durable ledger.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,9 @@ def ray_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayNode]:
     )
     os.environ.pop("LD_PRELOAD", None)
     ledger = folder / "ledger.db"
+    # Ray's sockets live in its temp folder, and a socket's path may not pass 107 bytes: pytest's folder under an
+    # xdist worker (.../pytest-N/popen-gwK/ray0/...) leaves too little for Ray's session names
+    sessions = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     try:
         hray.init(
             ledger=ledger,
@@ -65,11 +70,12 @@ def ray_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayNode]:
             num_cpus=4,
             num_gpus=0,  # the fake NVML is visible to Ray's own GPU detection too; shares are hami's
             include_dashboard=False,
-            _temp_dir=str(folder / "r"),
+            _temp_dir=sessions,
             logging_level="warning",
         )
         yield RayNode(folder=folder, ledger=SqliteLedger(ledger), regions=regions)
     finally:
         ray.shutdown()
+        shutil.rmtree(sessions, ignore_errors=True)
         os.environ.clear()
         os.environ.update(saved)
