@@ -10,6 +10,7 @@ simulated or fake device; a live one may change by itself).
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 from collections.abc import Callable
@@ -56,9 +57,13 @@ class Verbs:
             with self.lock:
                 self.seen[device.uuid].append(seen)
 
-    def monitor_all(self) -> None:
-        """Every device's readings while nothing is granted or released: comparable with a reading alone."""
-        for device in self.bench.devices:
+    def monitor_all(self, first: int = 0) -> None:
+        """Every device's readings while nothing is granted or released: comparable with a reading alone.
+
+        Each thread starts at another device (``first``): threads released together in the same order would
+        read the same device at the same moment, and state shared between devices would go unseen."""
+        devices = self.bench.devices
+        for device in devices[first % len(devices) :] + devices[: first % len(devices)]:
             self.monitor(device, record=True)
 
     def allocate(self, n: int, device: Device, rng: random.Random) -> None:
@@ -129,9 +134,13 @@ def every_verb(bench: Bench) -> None:
     before = {d.uuid: readings(d) for d in bench.devices}
     verbs = Verbs(bench)
     # each read-only verb first from every thread at once, then all the verbs mixed
-    for burst in (verbs.discover, verbs.monitor_all):
+    bursts: list[list[Callable[[], object]]] = [
+        [verbs.discover] * THREADS,
+        [functools.partial(verbs.monitor_all, n) for n in range(THREADS)],
+    ]
+    for burst in bursts:
         start = threading.Barrier(THREADS)
-        errors = run_threads([_after(start, burst) for _ in range(THREADS)])
+        errors = run_threads([_after(start, verb) for verb in burst])
         expect(not errors, f"threads calling one verb at once failed: {errors[:3]}")
     problems = _reading_problems(bench, verbs, before)
     expect(not problems, "; ".join(problems[:3]))
