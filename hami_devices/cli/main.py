@@ -46,13 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hami-devices {__version__}")
     subparsers = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     for name in VERB_MODULES:
-        try:
-            module = importlib.import_module(f"hami_devices.cli.{name}")
-        except ModuleNotFoundError as exc:  # TEMPORARY while verbs are being written
-            if exc.name != f"hami_devices.cli.{name}":
-                raise
-            continue
-        module.register(subparsers)
+        importlib.import_module(f"hami_devices.cli.{name}").register(subparsers)
     return parser
 
 
