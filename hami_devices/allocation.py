@@ -189,6 +189,7 @@ def _allocate_in(
                 engine = engine_for(kept, view, policy=policy, policies=policies, cluster=cluster)
             else:
                 continue_mix(engine, view)
+            engine.observe(request)  # this decides for the request: it teaches the mix, placed or not
             try:
                 placement = engine.place(request)
             except InsufficientResources as exc:

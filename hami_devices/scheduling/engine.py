@@ -1,10 +1,23 @@
 """The scoring engine: filter, score, select, on arrays over the whole cluster.
 
 ``Engine(cluster, policy).rank(request)`` is a pure function of the cluster
-state and the request: it returns placements, best first, each with the
-per-scorer breakdown that ranked it.  ``place`` returns the best or raises
-``InsufficientResources`` with the reason codes of every rejected node and
-device; ``schedule`` also books the placement in the cluster (assumed).
+state, the request and what the engine has learned: it returns placements,
+best first, each with the per-scorer breakdown that ranked it.  ``place``
+returns the best or raises ``InsufficientResources`` with the reason codes of
+every rejected node and device; ``try_place`` returns the best or None.  None
+of the three changes anything, so a what-if (a preemption probe, a
+defragmentation move) asks them freely.
+
+Two steps change the engine, and a scheduler takes them itself:
+
+* ``observe(request)`` teaches the learning scorers (the fragmentation
+  policy's workload mix) that the request was asked for.  Whoever *decides*
+  for a request calls it once, before placing it, placed or not:
+  ``hd.allocate``, ``engine.allocate``, ``engine.schedule`` and the extender's
+  bind do; a loop of its own over ``try_place`` must too.  What-ifs must not.
+* ``assume(placement)`` holds a placement in the cluster (``schedule`` is
+  ``observe``, ``place`` and ``assume`` in one); a ledger commit is ``allocate``
+  or ``commit``.
 
 The stages live in their own modules: ``candidates`` (filter: the rule table
 over the cluster's arrays), ``scoring`` (the policy's scorers, set scores),
@@ -29,6 +42,7 @@ An engine built with a ledger (``hd.build_engine(..., ledger=...)``) also commit
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -156,13 +170,14 @@ class Engine(Commits):
 
     # ------------------------------------------------------------------ public
     def rank(self, request: ResourceRequest | Mapping[str, Any], limit: int = 5) -> list[Placement]:
+        """Up to ``limit`` placements, best first; changes nothing (nor what the engine has learned)."""
         return self._rank(self.with_defaults(request), limit).placements
 
     def place(self, request: ResourceRequest | Mapping[str, Any]) -> Placement:
         """The best placement, or ``InsufficientResources`` with the reasons, the nearest misses and
-        whether the request could fit this cluster at all (``permanent``)."""
+        whether the request could fit this cluster at all (``permanent``); changes nothing (a scheduler
+        that decides calls ``observe`` first)."""
         request = self.with_defaults(request)
-        self.observe(request)
         ranked = self._rank(request, 1)
         if not ranked.placements:
             assert ranked.reasons is not None
@@ -172,7 +187,8 @@ class Engine(Commits):
     def try_place(
         self, request: ResourceRequest | Mapping[str, Any], *, candidates: Sequence[BoolArray | None] | None = None
     ) -> Placement | None:
-        """The best placement, or None; builds no explanation (for replays and tight loops).
+        """The best placement, or None; builds no explanation (for replays and tight loops); changes
+        nothing (a loop that decides calls ``observe`` first).
 
         ``candidates``: per part, None or a boolean mask over the cluster's device rows (at least
         ``cluster.size`` long); the part may use only rows where it is True, exactly as if its
@@ -182,7 +198,6 @@ class Engine(Commits):
         request = self.with_defaults(request)
         if candidates is not None and len(candidates) != len(request.parts):
             raise InvalidRequest("candidates", f"{len(candidates)} masks for {len(request.parts)} parts")
-        self.observe(request)
         placements = self._rank(request, 1, explain=False, masks=candidates).placements
         return placements[0] if placements else None
 
@@ -199,19 +214,29 @@ class Engine(Commits):
         """Per part, the devices that could take it now on any node (what nearest misses count)."""
         return [filtering.candidates(self.cluster, part, i).rows for i, part in enumerate(request.parts)]
 
-    def observe(self, request: ResourceRequest) -> None:
-        """Tell the scorers a request was asked for (``place`` and ``try_place`` do; learning scorers learn)."""
+    def observe(self, request: ResourceRequest | Mapping[str, Any]) -> None:
+        """Teach the learning scorers (the fragmentation policy's workload mix) that ``request`` was asked for.
+
+        The one step that changes what the engine has learned.  A scheduler calls it once per request it
+        decides, before placing it, whether it fits or not: ``hd.allocate``, ``engine.allocate``,
+        ``schedule`` and the extender's bind do; a loop of its own over ``place``/``try_place`` must.  A
+        what-if (a preemption probe, a defragmentation move, ``rank`` for a report) must not.
+        """
+        request = self.with_defaults(request)
         for scorer in self.scorers.values():
             scorer.observe(request)
 
     def schedule(self, request: ResourceRequest | Mapping[str, Any]) -> Placement:
-        """Place and book (assume) in the cluster, not in a ledger (``allocate`` commits)."""
+        """Decide for ``request`` in the cluster, not in a ledger (``allocate`` commits): ``observe``,
+        ``place`` and ``assume``."""
+        self.observe(request)
         placement = self.place(request)
-        booking = self.book(placement)
+        booking = self.assume(placement)
         placement.booking_id = booking.id
         return placement
 
-    def book(self, placement: Placement) -> Booking:
+    def assume(self, placement: Placement) -> Booking:
+        """Hold ``placement`` in the cluster (assumed: no ledger holds it) until it is confirmed or forgotten."""
         r = placement.request
         return self.cluster.assume(
             placement.node,
@@ -221,6 +246,11 @@ class Engine(Commits):
             preemptible=r.preemptible,
             request=r,
         )
+
+    def book(self, placement: Placement) -> Booking:
+        """Deprecated: ``assume`` (what it always did); kept for one release."""
+        warnings.warn("Engine.book is deprecated: use Engine.assume", DeprecationWarning, stacklevel=2)
+        return self.assume(placement)
 
     def feasible(self, part: RequestPart, index: int = 0) -> dict[str, Grant]:
         """Every device that could take ``part`` now, with the grant it would get (device rules only:

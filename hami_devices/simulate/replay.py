@@ -160,6 +160,7 @@ def replay(
         if request is None:
             request = requests[pod] = request_for(pods, pod)
         t0 = time.perf_counter()
+        engine.observe(request)  # the replay decides for each arrival: it teaches the mix, placed or not
         placement = engine.try_place(request)
         latency[k] = (time.perf_counter() - t0) * 1e3
         milli = share_milli(request)
@@ -167,7 +168,7 @@ def replay(
             failed += 1
             where.append((request.name or "", ()))
         else:
-            engine.book(placement)
+            engine.assume(placement)
             placed += 1
             allocated_milli += milli
             where.append((request.name or "", tuple(g.uuid for g in placement.grants) or (placement.node,)))

@@ -202,13 +202,14 @@ def replay_timed(
 
     def arrive(task: TimedTask, now: float) -> None:
         milli = share_milli(task.request)
+        engine.observe(task.request)  # each arrival teaches the mix once, placed or not (its retries are what-ifs)
         placement = place(task.request, now)
         forecast.observe(task.request, now)
         if placement is None:
             tally["failed"] += 1
             tally["failed_milli"] += milli
         else:
-            booking = engine.book(placement)
+            booking = engine.assume(placement)
             tally["placed"] += 1
             tally["allocated"] += milli
             started_at[booking.id] = now

@@ -89,7 +89,7 @@ def test_verdicts_match_placement_node_by_node(
     for r in fill:
         placed = engine.try_place(r)
         if placed is not None:
-            engine.book(placed)
+            engine.assume(placed)
     verdict = engine.judge_nodes(request, scores=scored)
     nodes = sorted(engine.cluster.nodes)
     assert sorted([*verdict.feasible, *verdict.reasons]) == nodes
@@ -161,7 +161,7 @@ def test_node_scores_of_twin_nodes_are_each_nodes_own(fill: list[Any], request: 
     for r in fill:
         placed = engine.try_place(r)
         if placed is not None:
-            engine.book(placed)
+            engine.assume(placed)
     verdict = engine.judge_nodes(request, scores=True)
     chooser = engine.chooser(request)
     [ev] = [engine.evaluate(part, i, request) for i, part in enumerate(request.parts)]

@@ -86,10 +86,11 @@ def test_simulate_places_exactly_as_the_engine(tmp_path: Path) -> None:
         for (name, got), pod in zip(result.placements, arrival_order(pods, trace_nodes.gpu_capacity_milli, 9),
                                     strict=True):
             request = request_for(pods, int(pod))
+            engine.observe(request)  # a scheduler's loop: each request it decides teaches the mix
             placement = engine.try_place(request)
             want: tuple[str, ...] = ()
             if placement is not None:
-                engine.book(placement)
+                engine.assume(placement)
                 want = tuple(g.uuid for g in placement.grants) or (placement.node,)
             assert (name, got) == (request.name, want)
 

@@ -188,11 +188,12 @@ class Extender:
             with self._state:
                 engine = self.engine
                 request = leases.leased(_pinned(pod.request, self.devices[node]), time.time() + self.lease_s)
+                engine.observe(request)  # the bind decides for the pod: it teaches the mix, placed or not
                 try:
                     placement = engine.place(request)
                 except InsufficientResources as exc:
                     return None, refusal(pod.pod.label, node, exc)
-                assumed = engine.book(placement)
+                assumed = engine.assume(placement)
             try:
                 with self._ledger_lock:
                     handle = allocate(self.devices[node], placement, handle_id=hid)

@@ -82,7 +82,8 @@ class Scorer:
         return None
 
     def observe(self, request: ResourceRequest) -> None:
-        """Called once for every request the engine is asked to place, before it is scored.
+        """Called once for every request ``Engine.observe`` is given: each request a scheduler decides,
+        before it is placed (placing alone never calls it).
 
         Scorers that learn from the workload (the fragmentation scorer's mix) learn
         here, from what has been asked so far and nothing later.

@@ -23,8 +23,8 @@ The policy's order of candidates, expressed as one score per device:
 Encoded as ``50 * gate + 0.49 * integer score + 0.4 * tie rank`` (0..100), so
 each key dominates the ones after it.  The mix is the engine's declared mix
 (``Engine(mix=...)``), else the one learned online (``scheduling.mix.OnlineMix``)
-from the requests the engine was asked to place (placed or not), in order:
-what has been asked so far, and nothing later.  ``hd.allocate`` keeps that
+from the requests the engine observed (``Engine.observe``: each one a scheduler
+decided, placed or not), in order: what has been asked so far, and nothing later.  ``hd.allocate`` keeps that
 learner in the node's ledger between calls, so every engine over one ledger
 plans with the same mix.
 """
