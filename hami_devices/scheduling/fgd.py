@@ -27,6 +27,7 @@ convention) it counts all of a node's idle share as fragmented.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -40,6 +41,26 @@ NEVER = 1 << 40
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+def thousandths(
+    mem_cap: IntArray | int, at_least: int, memory_mib: int | None = None, memory_percent: float | None = None
+) -> IntArray:
+    """Thousandths of a device of ``mem_cap`` MiB that one share takes there (the one place this is counted).
+
+    A share takes the larger of ``at_least`` (what its cores take: cores x 10, so an exclusive share takes the
+    whole device) and what its memory takes (``memory_percent`` x 10, or ``memory_mib`` of ``mem_cap``), rounded
+    up so that a share is never counted smaller than it is, and never more than the whole device.
+    """
+    cap = np.asarray(mem_cap, dtype=np.int64)
+    if memory_percent is not None:
+        by_memory = np.full(cap.shape, math.ceil(memory_percent * 10 - 1e-9))  # 33.3 % is 333, never 334
+    elif memory_mib:
+        by_memory = np.ceil(memory_mib * MILLI / np.maximum(cap, 1)).astype(np.int64)
+    else:
+        by_memory = np.zeros(cap.shape, dtype=np.int64)
+    share: IntArray = np.minimum(np.maximum(by_memory, at_least), MILLI)
+    return share
 
 
 @dataclass(frozen=True)
@@ -61,9 +82,9 @@ class Shape:
 
     def need_on(self, mem_cap: IntArray) -> IntArray:
         """Thousandths of a device of ``mem_cap`` MiB this shape needs on it."""
-        by_memory = np.ceil(self.gpu_mem_mib * MILLI / np.maximum(mem_cap, 1)).astype(np.int64)
         # A device smaller than the shape's memory can never hold it: none of its share is usable.
-        return np.where(by_memory > MILLI, NEVER, np.minimum(np.maximum(by_memory, self.gpu_milli), MILLI))
+        too_small = self.gpu_mem_mib > np.maximum(mem_cap, 1)
+        return np.where(too_small, NEVER, thousandths(mem_cap, self.gpu_milli, self.gpu_mem_mib))
 
 
 @dataclass(frozen=True)

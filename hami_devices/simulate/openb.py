@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from hami_devices.inventory import Inventory, NodeSpec
 from hami_devices.models import DeviceInfo, ResourceRequest
+from hami_devices.scheduling.fgd import MILLI, thousandths
 from hami_devices.simulate.trace import TraceNodes, TracePods
 
-MILLI = 1000
 GPU_MEMORY_MIB = {"V100M32": 32_000, "A10": 24_000}
 """Per model; every other model of the trace gets ``DEFAULT_GPU_MEMORY_MIB``."""
 DEFAULT_GPU_MEMORY_MIB = 16_000
@@ -78,5 +78,11 @@ def request_for(pods: TracePods, index: int) -> ResourceRequest:
 
 
 def share_milli(request: ResourceRequest) -> int:
-    """GPU thousandths the request asks for in all (the protocol's arrived/allocated measure)."""
-    return sum(p.count * (p.cores * 10 if p.count == 1 and p.cores < 100 else MILLI) for p in request.parts)
+    """GPU thousandths the request asks for in all (the protocol's arrived/allocated measure).
+
+    A trace task gives its memory as a percentage, so the device's size does not enter.
+    """
+    return sum(
+        p.count * int(thousandths(DEFAULT_GPU_MEMORY_MIB, p.cores * 10, p.memory_mib, p.memory_percent))
+        for p in request.parts
+    )

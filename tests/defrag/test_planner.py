@@ -19,14 +19,14 @@ from hami_devices.scheduling.defrag.measure import operator_rate
 from hami_devices.scheduling.engine import Engine
 
 
-def _cluster(nodes: int, gpus: int) -> ClusterState:
+def _cluster(nodes: int, gpus: int, model: str = "T4") -> ClusterState:
     specs = [
         NodeSpec(
             name=f"n{n}",
             cpu_milli=64000,
             memory_mib=262144,
             devices=[
-                DeviceInfo(uuid=f"n{n}-g{g}", index=g, vendor="nvidia", model="T4", node=f"n{n}", memory_mib=16000)
+                DeviceInfo(uuid=f"n{n}-g{g}", index=g, vendor="nvidia", model=model, node=f"n{n}", memory_mib=16000)
                 for g in range(gpus)
             ],
         )
@@ -35,15 +35,17 @@ def _cluster(nodes: int, gpus: int) -> ClusterState:
     return ClusterState.from_inventory(Inventory(nodes=specs, source="test"))
 
 
-def _share(name: str, percent: int, preemptible: bool = True) -> ResourceRequest:
+def _share(name: str, percent: int, preemptible: bool = True, **selectors: list[str]) -> ResourceRequest:
     return ResourceRequest(
         name=name, preemptible=preemptible, host_cpu_milli=1000, host_memory_mib=1024,
-        parts=[{"count": 1, "cores": percent, "memory_percent": percent}],
+        parts=[{"count": 1, "cores": percent, "memory_percent": percent, **selectors}],
     )
 
 
-def _whole(name: str) -> ResourceRequest:
-    return ResourceRequest(name=name, host_cpu_milli=1000, host_memory_mib=1024, parts=[{"count": 1, "cores": 100}])
+def _whole(name: str, **selectors: list[str]) -> ResourceRequest:
+    return ResourceRequest(
+        name=name, host_cpu_milli=1000, host_memory_mib=1024, parts=[{"count": 1, "cores": 100, **selectors}]
+    )
 
 
 def _put(cluster: ClusterState, request: ResourceRequest, uuid: str) -> Booking:
@@ -103,6 +105,31 @@ def test_room_for_a_whole_task_takes_the_fewest_moves_a_search_finds(layout: dic
     assert sorted(sum(g.cores for g in b.grants) for b in cluster.bookings.values()) == sorted(
         s for shares in layout.values() for s in shares
     )
+
+
+def test_a_task_asking_for_a_model_alias_moves_like_any_other() -> None:
+    # NVML reports "Tesla T4"; the catalog's model name is "T4": a request may say either, here and in the engine.
+    layout = {"n0-g0": [40], "n0-g1": [30]}
+    cluster = _cluster(1, 2, model="Tesla T4")
+    for uuid, shares in layout.items():
+        _put(cluster, _share(f"{uuid}-0", shares[0], models=["T4"]), uuid)
+    assert _min_moves_to_free_one_device(layout, {u: [True] for u in layout}) == 1  # 30 + 40 fit on one device
+    defrag = Defragmenter(cluster, DemandForecast(), DefragOptions(share_per_hour=1.0))
+    assert defrag.make_room(_whole("big", models=["T4"]), now=0.0) is True
+    assert len(defrag.stats.moves) == 1
+    held = {g.uuid for b in cluster.bookings.values() for g in b.grants}
+    assert len(held) == 1  # both tasks on one device now, the other one whole
+    assert all(b.request is not None and b.request.parts[0].models == ["T4"] for b in cluster.bookings.values())
+    assert Engine(cluster, "binpack").try_place(_whole("big", models=["T4"])) is not None
+
+
+def test_a_task_is_never_moved_where_its_selectors_forbid() -> None:
+    cluster = _cluster(1, 2)
+    _put(cluster, _share("a", 40, exclude_uuids=["n0-g1"]), "n0-g0")
+    _put(cluster, _share("b", 30, exclude_uuids=["n0-g0"]), "n0-g1")
+    defrag = Defragmenter(cluster, DemandForecast(), DefragOptions(share_per_hour=1.0))
+    assert defrag.make_room(_whole("big"), now=0.0) is False  # the only room for each is the other's device
+    assert not defrag.stats.moves
 
 
 def test_tasks_that_may_not_move_stay() -> None:

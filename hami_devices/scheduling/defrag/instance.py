@@ -7,7 +7,9 @@ and its tasks' host CPU and memory come back (the planning mix, learned from
 what arrived, never the future).  A **destination** is a device already in use
 with room left; putting a task there *costs* the rise of that node's ``F_n``
 (the fragmentation index's exact delta for that one placement).  A pending
-request that found no room may name a share to make room for.
+request that found no room may name a share to make room for.  Which devices
+a task may go to is the rule table's to say (``hami_devices.rules``, the
+engine's own filter, model aliases included); this module only counts shares.
 
 Only the ``max_sources`` best sources (gain per task moved) and each task's
 ``dests_per_task`` cheapest destinations enter, so the solver sees hundreds
@@ -16,7 +18,6 @@ of variables, not the cluster.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,23 +25,17 @@ import numpy as np
 
 from hami_devices.models import ResourceRequest
 from hami_devices.models.requests import RequestPart
+from hami_devices.rules import MATCH_RULES, passing
+from hami_devices.rules.columns import BoolArray, IntArray
 from hami_devices.scheduling import fgd
 from hami_devices.scheduling.cluster import Booking, ClusterState
+from hami_devices.scheduling.fgd import MILLI
 from hami_devices.scheduling.fragindex import FragmentationIndex
 
-MILLI = 1000
 
-
-def share_on(part: RequestPart, mem_cap: int) -> int:
+def share_on(part: RequestPart, mem_cap: IntArray | int) -> IntArray:
     """Thousandths of a device of ``mem_cap`` MiB that ``part`` takes there (the scarcer of memory and cores)."""
-    if part.cores >= 100:
-        return MILLI
-    by_memory = 0
-    if part.memory_percent is not None:
-        by_memory = math.ceil(part.memory_percent * 10 - 1e-9)
-    elif part.memory_mib is not None:
-        by_memory = math.ceil(part.memory_mib * MILLI / max(mem_cap, 1))
-    return min(MILLI, max(by_memory, part.cores * 10))
+    return fgd.thousandths(mem_cap, part.cores * 10, part.memory_mib, part.memory_percent)
 
 
 def single_part(request: ResourceRequest | None) -> RequestPart | None:
@@ -50,16 +45,10 @@ def single_part(request: ResourceRequest | None) -> RequestPart | None:
     return request.parts[0]
 
 
-def accepts(part: RequestPart, cluster: ClusterState, row: int) -> bool:
-    info = cluster.info(row)
-    return (
-        (not part.models or info.model in part.models)
-        and info.model not in part.exclude_models
-        and (not part.vendors or info.vendor in part.vendors)
-        and info.vendor not in part.exclude_vendors
-        and (not part.uuids or info.uuid in part.uuids)
-        and info.uuid not in part.exclude_uuids
-    )
+def accepts(part: RequestPart, cluster: ClusterState, rows: IntArray) -> BoolArray:
+    """Which of ``rows`` the part's selectors allow, as the rule table's ``MATCH`` rows say (the engine's own
+    filter: model aliases, vendors, uuids, precision, NUMA)."""
+    return passing(MATCH_RULES, cluster.view(rows), part)
 
 
 @dataclass(frozen=True)
@@ -126,6 +115,8 @@ def build_instance(
     index.sync()
     holders = _holders(cluster)
     pending_part = single_part(pending)
+    # where the pending part could go once a device is empty, by the rule table (selectors, then fit)
+    pending_fits = cluster.fits_empty(pending_part, 0) if pending_part is not None else None
     candidates: list[tuple[float, int, list[Booking], float]] = []
     for row, held in holders.items():
         if not cluster.healthy[row] or not all(single_part(b.request) and movable(b) for b in held):
@@ -135,10 +126,9 @@ def build_instance(
         mem = sum(b.host_memory_mib for b in held)
         gain = float(index.base[n]) - _emptied_frag(index, cluster, row, cpu, mem)
         fits_pending = False
-        if pending is not None and pending_part is not None and accepts(pending_part, cluster, row):
+        if pending is not None and pending_fits is not None and pending_fits[row]:
             fits_pending = (
-                share_on(pending_part, int(cluster.mem_cap[row])) <= MILLI
-                and cluster.node_cpu_free[n] + cpu >= pending.host_cpu_milli
+                cluster.node_cpu_free[n] + cpu >= pending.host_cpu_milli
                 and cluster.node_mem_free[n] + mem >= pending.host_memory_mib
             )
         if pending is not None and not fits_pending:
@@ -171,14 +161,14 @@ def _add_options(cluster: ClusterState, index: FragmentationIndex, inst: Instanc
         return
     dest_free = cluster.free_share_milli(dests)
     for m, mover in enumerate(inst.movers):
-        take = np.array([share_on(mover.part, int(cluster.mem_cap[r])) for r in dests], dtype=np.int64)
+        take = share_on(mover.part, cluster.mem_cap[dests])
         nodes = cluster.node[dests]
         ok = (
             (dests != mover.row)
             & (take <= dest_free)
             & (cluster.node_cpu_free[nodes] >= mover.cpu)
             & (cluster.node_mem_free[nodes] >= mover.mem)
-            & np.array([accepts(mover.part, cluster, int(r)) for r in dests])
+            & accepts(mover.part, cluster, dests)
         )
         if not ok.any():
             continue
