@@ -6,7 +6,6 @@ Keys follow the names HAMi users already write (``scheduler.policy``,
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -295,7 +294,3 @@ def config_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "hami-devices configuration"
     return schema
-
-
-def config_schema_json() -> str:
-    return json.dumps(config_schema(), indent=2, sort_keys=True)

@@ -11,12 +11,11 @@ import os
 import threading
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from hami_devices.adapter import Probe, VendorAdapter
 from hami_devices.config import HamiConfig
 from hami_devices.errors import DeviceUnavailable
-from hami_devices.plugins import SCORER_NAMESPACE, VENDOR_NAMESPACE, PluginFailure, load_plugins
+from hami_devices.plugins import VENDOR_NAMESPACE, PluginFailure, load_plugins
 
 
 @dataclass
@@ -98,11 +97,6 @@ def load_vendors(names: Iterable[str] | None = None, config: HamiConfig | None =
             if name not in registry.adapters and name not in registry.failures:
                 registry.failures[name] = PluginFailure(name, "", f"no entry point {name!r} in {VENDOR_NAMESPACE}")
     return registry
-
-
-def load_scorers(names: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, PluginFailure]]:
-    """Scorer classes registered in ``hami_devices.scorers``, and the ones that failed."""
-    return load_plugins(SCORER_NAMESPACE, names)
 
 
 _adapter_cache: dict[str, VendorAdapter] = {}

@@ -2,7 +2,7 @@
 
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.engine import Engine, Placement
-from hami_devices.scheduling.fragmentation import fragmentation, plan_defragmentation
+from hami_devices.scheduling.fragmentation import fragmentation
 from hami_devices.scheduling.policies import BUILTIN, Policy, load_policies
 from hami_devices.scheduling.precision import recommend_precision
 
@@ -14,6 +14,5 @@ __all__ = [
     "Policy",
     "fragmentation",
     "load_policies",
-    "plan_defragmentation",
     "recommend_precision",
 ]

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hami_devices.errors import ReasonCode
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.rules import (
     DEVICE_CODES,
@@ -103,9 +102,3 @@ def device_codes(cluster: ClusterState, part: RequestPart, index: int) -> tuple[
     codes[~node_ok] = -1
     return rows, codes
 
-
-def rejected(cluster: ClusterState, part: RequestPart, index: int) -> dict[int, ReasonCode]:
-    """Row -> the first rule it fails, for every live device that cannot take the part now."""
-    rows, codes = device_codes(cluster, part, index)
-    bad = codes >= 0
-    return {int(r): DEVICE_CODES[int(k)] for r, k in zip(rows[bad], codes[bad], strict=True)}

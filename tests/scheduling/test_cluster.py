@@ -7,9 +7,11 @@ import pytest
 from hami_devices.errors import InsufficientResources, UnknownAllocation
 from hami_devices.models import Health, ResourceRequest
 from hami_devices.scheduling.cluster import ClusterState, PlacementState
+from hami_devices.scheduling.defrag.controller import Defragmenter, DefragOptions
+from hami_devices.scheduling.defrag.forecast import DemandForecast
 from hami_devices.scheduling.engine import Engine
 from hami_devices.scheduling.fgd import Shape, WorkloadMix
-from hami_devices.scheduling.fragmentation import fragmentation, plan_defragmentation
+from hami_devices.scheduling.fragmentation import fragmentation
 from tests.scheduling.conftest import ClusterFactory, devices
 
 
@@ -38,7 +40,7 @@ def test_incremental_events(make_cluster: ClusterFactory) -> None:
         cluster.forget(first.booking_id or "")
 
 
-def test_fragmentation_rate_and_defrag_plan() -> None:
+def test_fragmentation_rate_and_defragmentation() -> None:
     cluster = ClusterState()
     for n in ("a", "b"):
         cluster.add_node(n, 64_000, 262_144, devices(n, "nvidia", "A100-80GB", 2))
@@ -47,10 +49,12 @@ def test_fragmentation_rate_and_defrag_plan() -> None:
     engine = Engine(cluster, "spread")
     small = ResourceRequest.single(memory_mib=8000, cores=10, preemptible=True)
     for _ in range(2):
-        engine.schedule(small)  # spread: two half-used... devices a-0 and b-0
+        engine.schedule(small)  # spread: two devices a tenth used, a-0 and b-0
     rate = fragmentation(cluster, mix)
     assert 0.0 < rate < 1.0
-    plan = plan_defragmentation(cluster, max_moves=4)
-    assert plan.whole_free_after == plan.whole_free_before + 1
-    assert len(plan.moves) == 1 and plan.moves[0].to_uuids[0] != plan.moves[0].from_uuids[0]
-    assert cluster.whole_free_devices() == plan.whole_free_before  # the cluster itself is untouched
+    before = {g.uuid for b in cluster.bookings.values() for g in b.grants}
+    defrag = Defragmenter(cluster, DemandForecast(), DefragOptions(threshold=0.0, share_per_hour=1.0))
+    moved = defrag.check(0.0, rate)
+    after = {g.uuid for b in cluster.bookings.values() for g in b.grants}
+    assert len(moved) == 1 and len(before) == 2 and len(after) == 1  # one task joined the other: 3 whole free
+    assert after < before

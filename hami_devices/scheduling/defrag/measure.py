@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.fgd import WorkloadMix
 from hami_devices.scheduling.fragmentation import fragmentation
@@ -53,8 +51,3 @@ class Fragmentation:
 def measure(cluster: ClusterState, mix: WorkloadMix) -> Fragmentation:
     return Fragmentation(fgd_rate(cluster, mix), operator_rate(cluster))
 
-
-def idle_share(cluster: ClusterState) -> int:
-    """Free thousandths over every healthy device."""
-    rows = cluster.live_rows()
-    return int(np.sum(cluster.free_share_milli(rows))) if rows.size else 0
