@@ -28,8 +28,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from malloc_tuner import tune_allocator
+
 import hami_devices as hd
-from hami_devices.scheduling.allocator import tune_allocator
 
 MODELS = ["T4", "L4", "A100-80GB", "H100"]
 REQUESTS: list[tuple[int, dict[str, Any]]] = [

@@ -15,7 +15,7 @@ fragmentation-aware at 60 % on 100 .. 5,000 synthetic nodes.
                             [--openb DIR | --no-openb] [--scaling 100,1000,5000] [--no-tune-allocator]
 
 By default the process first raises glibc's mmap/trim thresholds
-(``hami_devices.scheduling.allocator.tune_allocator``), as a long-running
+(``bench/malloc_tuner.py``), as a long-running
 scheduler would.  ``--no-tune-allocator`` measures without it.
 """
 
@@ -35,8 +35,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from malloc_tuner import tune_allocator  # noqa: E402
+
 from hami_devices.models import DeviceInfo, RequestPart, ResourceRequest, TaskType  # noqa: E402
-from hami_devices.scheduling.allocator import tune_allocator  # noqa: E402
 from hami_devices.scheduling.cluster import ClusterState  # noqa: E402
 from hami_devices.scheduling.engine import Engine  # noqa: E402
 from hami_devices.scheduling.policies import BUILTIN  # noqa: E402
@@ -184,7 +185,7 @@ def main() -> None:
         "--tune-allocator",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="raise glibc's mmap/trim thresholds first (see hami_devices.scheduling.allocator)",
+        help="raise glibc's mmap/trim thresholds first (see bench/malloc_tuner.py)",
     )
     args = parser.parse_args()
     tuned = tune_allocator() if args.tune_allocator else False

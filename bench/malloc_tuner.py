@@ -9,9 +9,9 @@ system than user time at 5,000 nodes x 8 devices.  Raising the mmap and trim
 thresholds keeps that memory in the process (at most ``trim_mib`` of free heap
 is retained) and removes the faults; results are unaffected.
 
-This changes a process-wide allocator setting, so nothing calls it
-implicitly: a long-running scheduler process (or the benchmark) opts in once
-at start-up.
+This changes a process-wide allocator setting, so only the benchmarks that
+say so call it, once at start-up (``bench/scoring.py``, ``bench/engine_allocate.py``);
+it is no part of the SDK.  A long-running scheduler process may do the same.
 """
 
 from __future__ import annotations
