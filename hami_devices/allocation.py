@@ -11,7 +11,8 @@ capacity rows) and every node row of every node the placement runs on
 (selector, taints, schedulable, host CPU and memory), so a placement that went
 stale is refused with its real code and nothing races past a limit, however
 many schedulers share the ledger.  What the ledger holds is read into one
-cluster state per device set (``booked``), by allocation id.  Hardware side
+cluster state per device set (``booked``), by the ledger's change log: a commit
+reads only what changed since the last one (``hami_devices.following``).  Hardware side
 effects (partitions, limiter regions) happen inside that transaction too and
 are undone if anything after them fails.
 
@@ -34,12 +35,13 @@ from hami_devices.device import Device, use_allocator
 from hami_devices.device_sets import DeviceSet, booked, device_set
 from hami_devices.engine_config import configure_engine
 from hami_devices.errors import InsufficientResources, InvalidRequest, ReasonCode, UnknownAllocation
+from hami_devices.following import mirror_commit
 from hami_devices.inputs import as_request
 from hami_devices.isolation import realise_group, remove_regions, with_core_policy
 from hami_devices.ledger import Ledger, LedgerView, lifecycle
 from hami_devices.models import DeviceHandle, Grant, ResourceRequest, group_key
+from hami_devices.releasing import REVOKED_PREFIX, reclaim_revoked
 from hami_devices.releasing import evict as evict  # released here before: callers import them from here
-from hami_devices.releasing import reclaim_revoked
 from hami_devices.releasing import release as release
 from hami_devices.releasing import release_from as release_from
 from hami_devices.releasing import undo_side_effects as undo_side_effects
@@ -145,11 +147,12 @@ def allocate_on(
                 with ledger.reading() as view:
                     booked(kept, view, note=False)
                 seen = kept.fetched
-            placement, handle = _allocate_in(kept, request, policy, policies, identity, handle_id, engine)
+            placement, handle, generation = _allocate_in(kept, request, policy, policies, identity, handle_id,
+                                                         engine)
             kept.others_wrote = seen + kept.fetched > 0
             if handle is not None:  # judged by every rule on exactly this state: booked as it is
                 assert kept.cluster is not None
-                kept.cluster.mirror(handle, partial=True, verified=True)
+                mirror_commit(kept.cluster, ledger, handle, generation)
     except InsufficientResources as refusal:  # a given placement that no longer fits
         asked = request.request if isinstance(request, Placement) else request
         _record_refusal(ledger, asked, refusal, identity)
@@ -171,16 +174,15 @@ def _allocate_in(
     identity: dict[str, str],
     handle_id: str | None,
     engine: Engine | None = None,
-) -> tuple[Placement | InsufficientResources, DeviceHandle | None]:
-    """``allocate``'s ledger transaction: the placement and the handle committed, or the engine's refusal
-    and None (returned, not raised: what the engine learned from the request commits all the same)."""
+) -> tuple[Placement | InsufficientResources, DeviceHandle | None, int | None]:
+    """``allocate``'s ledger transaction: the placement, the handle committed and the ledger's generation
+    after it; or the engine's refusal, None and None (returned, not raised: what the engine learned from the
+    request commits all the same)."""
     with kept.ledger.transaction() as view:
         if handle_id is not None and _live(view, handle_id):
             raise InvalidRequest("handle_id", f"allocation {handle_id!r} already exists")
-        ids = view.handle_ids()
-        if reclaim_revoked(view, kept.adapters, ids):
-            ids = view.handle_ids()
-        cluster = booked(kept, view, ids)
+        reclaim_revoked(view, kept.adapters, view.handle_ids_starting(REVOKED_PREFIX))
+        cluster = booked(kept, view)
         if isinstance(request, Placement):
             _learn(view, kept.devices[0].adapter.config, request.request, policy, policies)
             placement: Placement | InsufficientResources = request
@@ -198,8 +200,9 @@ def _allocate_in(
             if learner is not None:
                 mixes.save_to(view, learner)
         if isinstance(placement, InsufficientResources):
-            return placement, None
-        return placement, _commit(view, placement, kept, cluster, identity, handle_id)
+            return placement, None, None
+        handle = _commit(view, placement, kept, cluster, identity, handle_id)
+        return placement, handle, view.generation()
 
 
 def _learn(view: LedgerView, config: HamiConfig, request: ResourceRequest, policy: Policy | str | None,

@@ -23,6 +23,7 @@ from hami_devices.allocation import allocate_on
 from hami_devices.device import Device
 from hami_devices.device_sets import DeviceSet, booked, device_set
 from hami_devices.errors import InsufficientResources
+from hami_devices.following import follow_ledger
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceHandle, ResourceRequest
 from hami_devices.releasing import release_from
@@ -90,6 +91,6 @@ class LedgerCommitter:
     def refresh(self) -> int:
         with self._lock, self.ledger.reading() as view:
             if self._set is None:  # no commit yet: the engine's cluster alone follows the ledger
-                return self._cluster.follow(view.handle_ids(), view.get, partial=True)
+                return follow_ledger(self._cluster, self.ledger, view)
             booked(self._set, view, note=False)
             return self._set.fetched

@@ -2,7 +2,7 @@
 
 A node agent passes the same device list to every allocation: its index by uuid, its adapters, its engines
 and one cluster state of what the ledger holds on those devices are built once (``device_set``) and kept
-in step with the ledger by allocation id inside each commit's transaction (``booked``).
+in step with the ledger by its change log inside each commit's transaction (``booked``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from hami_devices.adapter import VendorAdapter
 from hami_devices.device import FACTS, Device
 from hami_devices.errors import InvalidRequest
+from hami_devices.following import follow_ledger
 from hami_devices.ledger import Ledger, LedgerView
 from hami_devices.ledger.conflicts import note_conflicts
 from hami_devices.scheduling.cluster import ClusterState
@@ -103,21 +104,19 @@ def device_set(devices: Sequence[Device]) -> DeviceSet:
     return kept
 
 
-def booked(
-    kept: DeviceSet, view: LedgerView, ids: Sequence[str] | None = None, *, note: bool = True
-) -> ClusterState:
+def booked(kept: DeviceSet, view: LedgerView, *, note: bool = True) -> ClusterState:
     """The cluster state of the devices, in step with what the ledger holds in ``view`` right now.
 
     The one place a commit, and every engine of the device set, reads what the ledger holds:
-    brought up to date by allocation id (``ClusterState.follow``), so a commit decodes only the
-    allocations that changed since the last one.  Allocations the ledger holds past a limit are
-    booked all the same and recorded once (``ledger.conflicts``; not with ``note``, in a read-only
-    snapshot).  Call inside the transaction.
+    brought up to date by the ledger's change log (``following.follow_ledger``), so a commit reads
+    only the allocations that changed since the last one, and nothing when the last change was its
+    own.  Allocations the ledger holds past a limit are booked all the same and recorded once
+    (``ledger.conflicts``; not with ``note``, in a read-only snapshot).  Call inside the transaction.
     """
     cluster = kept.cluster
     if cluster is None:
         cluster = kept.cluster = ClusterState.from_devices(kept.devices)
-    kept.fetched = cluster.follow(view.handle_ids() if ids is None else ids, view.get, partial=True)
+    kept.fetched = follow_ledger(cluster, kept.ledger, view)
     if note and cluster.conflicts:
         note_conflicts(view, cluster.conflicts)
     return cluster

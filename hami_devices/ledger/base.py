@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from hami_devices.ledger.changes import Change
 from hami_devices.ledger.events import Event, UsageSample
 from hami_devices.models import DeviceHandle, Grant
 
@@ -44,6 +45,23 @@ class LedgerView(ABC):
     @abstractmethod
     def handle_ids(self) -> list[str]:
         """Ids of the live allocations (cheap: no handle is decoded)."""
+
+    def handle_ids_starting(self, prefix: str) -> list[str]:
+        """Ids of the live allocations that start with ``prefix``, in ``handle_ids`` order (a ledger with an
+        index on the ids answers without reading the others)."""
+        return [i for i in self.handle_ids() if i.startswith(prefix)]
+
+    # ---- the change log (``ledger.changes``): what a follower of the allocations reads instead of all ids ----
+
+    def generation(self) -> int | None:
+        """The generation of the newest allocation added or removed (0 before any); None where the ledger keeps
+        no change log, so that its followers list every id."""
+        return None
+
+    def changes_since(self, generation: int) -> list[Change] | None:
+        """Every allocation added or removed after ``generation``, oldest first; None when the log no longer
+        holds them all (or never reached ``generation``), so that the follower lists every id instead."""
+        return None
 
     # ---- lifecycle events ----
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from hami_devices.errors import UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
+from hami_devices.ledger.changes import Change, follows_on, trim_below
 from hami_devices.ledger.events import ENDS_ALLOCATION, LIFECYCLE, USAGE_BUCKET_SECONDS, Event, UsageSample
 from hami_devices.models import DeviceHandle, Grant
 
@@ -30,6 +31,8 @@ class _MemoryStore:
         self.events: list[Event] = []
         self.observations: dict[str, tuple[float, Any]] = {}
         self.usage: dict[_UsageKey, UsageSample] = {}
+        self.changes: list[Change] = []  # consecutive generations, the newest last
+        self.generation = 0
 
 
 class _MemoryView(LedgerView):
@@ -41,6 +44,7 @@ class _MemoryView(LedgerView):
         self._usage: dict[_UsageKey, UsageSample] = {}
         self._dropped: set[int | None] = set()  # seqs pruned in this transaction
         self._usage_before = float("-inf")
+        self._changes: list[Change] = []
 
     def grants_on(self, uuid: str) -> list[Grant]:
         return [g for h in self._handles.values() for g in h.grants if g.uuid == uuid]
@@ -55,12 +59,26 @@ class _MemoryView(LedgerView):
         if handle.id in self._handles:
             raise ValueError(f"handle id {handle.id} is already in the ledger")
         self._handles[handle.id] = handle
+        self._changes.append(Change(self.generation() + 1, handle.id, True))
 
     def remove(self, handle_id: str) -> DeviceHandle:
         try:
-            return self._handles.pop(handle_id)
+            handle = self._handles.pop(handle_id)
         except KeyError:
             raise UnknownAllocation(handle_id) from None
+        self._changes.append(Change(self.generation() + 1, handle_id, False))
+        return handle
+
+    def generation(self) -> int:
+        return self._changes[-1].generation if self._changes else self._store.generation
+
+    def changes_since(self, generation: int) -> list[Change] | None:
+        kept = self._store.changes
+        oldest = kept[0].generation if kept else (self._changes[0].generation if self._changes else None)
+        if not follows_on(generation, oldest, self.generation()):
+            return None
+        start = 0 if oldest is None else generation - oldest + 1  # the generations are consecutive
+        return [*kept[start:], *self._changes[max(0, start - len(kept)):]]
 
     def handles(self) -> list[DeviceHandle]:
         return list(self._handles.values())
@@ -139,6 +157,12 @@ class _MemoryView(LedgerView):
     def commit(self) -> None:
         store = self._store
         store.handles = self._handles
+        if self._changes:
+            before, store.generation = store.generation, self._changes[-1].generation
+            store.changes.extend(self._changes)
+            below = trim_below(before, store.generation)
+            if below is not None:
+                del store.changes[: max(0, below - store.changes[0].generation + 1)]
         store.events.extend(self._events)
         if self._dropped:
             store.events = [e for e in store.events if e.seq not in self._dropped]

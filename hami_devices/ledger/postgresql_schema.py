@@ -57,6 +57,16 @@ CREATE TABLE IF NOT EXISTS usage (
 )
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+# the allocations' change log (``ledger.changes``); its generations are drawn under the writers' lock, so they
+# commit in the order they are drawn, as event seqs do
+_SCHEMA_V3 = """
+CREATE TABLE IF NOT EXISTS allocation_changes (
+    generation BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    handle_id TEXT COLLATE "C" NOT NULL,
+    added BOOLEAN NOT NULL
+)
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 """Version -> the DDL that brings a database from the version before it (idempotent).  The versions are the
 SQLite ledger's (``SCHEMA_VERSION``): the same tables at the same version in either database."""

@@ -10,6 +10,7 @@ import psycopg
 
 from hami_devices.errors import UnknownAllocation
 from hami_devices.ledger.base import LedgerView
+from hami_devices.ledger.changes import Change, follows_on, trim_below
 from hami_devices.ledger.event_query import events_query
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.row_versions import RowVersions
@@ -31,6 +32,7 @@ class PostgresView(LedgerView):
         self._conn = conn
         self._versions = versions
         self._listed: dict[str, str] | None = None  # id -> xmin of the live allocations, once handle_ids ran
+        self._changed: dict[str, str] = {}  # id -> body of the allocations changes_since found added
         self.wrote = False  # whether the commit has anything to make durable
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -40,6 +42,9 @@ class PostgresView(LedgerView):
         return [Grant.model_validate_json(r[0]) for r in self._rows("SELECT body FROM grants WHERE uuid = %s", (uuid,))]
 
     def get(self, handle_id: str) -> DeviceHandle:
+        body = self._changed.get(handle_id)
+        if body is not None:
+            return DeviceHandle.model_validate_json(body)
         listed = self._listed
         if listed is not None:  # the ids were listed in this transaction: what is not there is gone
             if handle_id not in listed:
@@ -63,31 +68,78 @@ class PostgresView(LedgerView):
     def add(self, handle: DeviceHandle) -> None:
         self.wrote = True
         body = handle.model_dump_json()
-        # one statement for the allocation and all its grants: one round trip however many devices
-        self._conn.execute(
-            "WITH a AS (INSERT INTO allocations (id, body, created_at) VALUES (%s, %s, %s)) "
-            "INSERT INTO grants (handle_id, uuid, body) SELECT %s, u, b FROM unnest(%s::text[], %s::text[]) AS g(u, b)",
+        # one statement for the allocation, all its grants and its change: one round trip however many devices
+        (generation,) = self._rows(
+            "WITH a AS (INSERT INTO allocations (id, body, created_at) VALUES (%s, %s, %s)), "
+            "gr AS (INSERT INTO grants (handle_id, uuid, body) "
+            "SELECT %s, u, b FROM unnest(%s::text[], %s::text[]) AS g(u, b)) "
+            "INSERT INTO allocation_changes (handle_id, added) VALUES (%s, true) RETURNING generation",
             (handle.id, body, handle.created_at, handle.id, [g.uuid for g in handle.grants],
-             [g.model_dump_json() for g in handle.grants]),
-        )
+             [g.model_dump_json() for g in handle.grants], handle.id),
+        )[0]
+        self._trim(generation)
         if self._listed is not None:  # its xmin is this transaction's: known once committed and listed again
             self._listed[handle.id] = _WRITTEN_HERE
             self._versions.put(handle.id, _WRITTEN_HERE, body)
 
     def remove(self, handle_id: str) -> DeviceHandle:
         self.wrote = True
-        rows = self._rows("DELETE FROM allocations WHERE id = %s RETURNING body", (handle_id,))  # grants cascade
+        rows = self._rows(  # grants cascade; the change is written only when there was an allocation
+            "WITH d AS (DELETE FROM allocations WHERE id = %s RETURNING body), "
+            "c AS (INSERT INTO allocation_changes (handle_id, added) SELECT %s, false FROM d RETURNING generation) "
+            "SELECT d.body, c.generation FROM d, c",
+            (handle_id, handle_id),
+        )
         self._versions.drop(handle_id)
+        self._changed.pop(handle_id, None)
         if self._listed is not None:
             self._listed.pop(handle_id, None)
         if not rows:
             raise UnknownAllocation(handle_id)
+        self._trim(rows[0][1])
         return DeviceHandle.model_validate_json(rows[0][0])
+
+    def _trim(self, generation: int) -> None:
+        below = trim_below(generation - 1, generation)
+        if below is not None:
+            self._conn.execute("DELETE FROM allocation_changes WHERE generation <= %s", (below,))
+
+    def generation(self) -> int:
+        return int(self._rows("SELECT COALESCE(MAX(generation), 0) FROM allocation_changes")[0][0])
+
+    def changes_since(self, generation: int) -> list[Change] | None:
+        # one round trip: the log's bounds, and each change after ``generation`` with the body of what it added
+        rows = self._rows(
+            "SELECT b.oldest, b.newest, c.generation, c.handle_id, c.added, a.body "
+            "FROM (SELECT MIN(generation) AS oldest, COALESCE(MAX(generation), 0) AS newest "
+            "FROM allocation_changes) b "
+            "LEFT JOIN (allocation_changes c LEFT JOIN allocations a ON c.added AND a.id = c.handle_id) "
+            "ON c.generation > %s ORDER BY c.generation",
+            (generation,),
+        )
+        oldest, newest = rows[0][0], rows[0][1]
+        if not follows_on(generation, oldest, newest):
+            return None
+        changes: list[Change] = []
+        for _, _, at, handle_id, added, body in rows:
+            if at is None:  # the bounds' row alone: nothing changed
+                continue
+            changes.append(Change(at, handle_id, added))
+            if body is not None:
+                self._changed[handle_id] = body
+        return changes
 
     def handles(self) -> list[DeviceHandle]:
         rows = self._rows("SELECT id, xmin::text, body FROM allocations ORDER BY created_at, id")
         self._remember(rows)
         return [DeviceHandle.model_validate_json(r[2]) for r in rows]
+
+    def handle_ids_starting(self, prefix: str) -> list[str]:
+        rows = self._rows(  # a range on the primary key (COLLATE "C": code-point order)
+            "SELECT id FROM allocations WHERE id >= %s AND id < %s ORDER BY created_at, id",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return [r[0] for r in rows]
 
     def handle_ids(self) -> list[str]:
         rows = self._rows("SELECT id, xmin::text FROM allocations ORDER BY created_at, id")

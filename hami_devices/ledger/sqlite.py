@@ -11,7 +11,8 @@ The file carries its schema version in ``PRAGMA user_version``
 (``SCHEMA_VERSION``); opening an older file migrates it in one transaction, and
 a file from a newer release is refused with ``LedgerSchemaError`` rather than
 misread.  Version 1 is the original allocations and grants; version 2 adds the
-event log, the observers' last-seen state and the usage samples.
+event log, the observers' last-seen state and the usage samples; version 3 the
+allocations' change log (``ledger.changes``).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from typing import Any
 
 from hami_devices.errors import LedgerSchemaError, LedgerUnavailable, UnknownAllocation
 from hami_devices.ledger.base import Ledger, LedgerView
+from hami_devices.ledger.changes import Change, follows_on, trim_below
 from hami_devices.ledger.event_query import events_query
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.paths import default_busy_timeout
 from hami_devices.ledger.turns import WriterTurns
 from hami_devices.models import DeviceHandle, Grant
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """``PRAGMA user_version`` of a ledger this release writes; readers check it before anything else."""
 
 _SCHEMA_V1 = """
@@ -83,7 +85,16 @@ CREATE TABLE IF NOT EXISTS usage (
 );
 """
 
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+# AUTOINCREMENT: a generation is never handed out again once the log is trimmed (see ``ledger.changes``)
+_SCHEMA_V3 = """
+CREATE TABLE IF NOT EXISTS allocation_changes (
+    generation INTEGER PRIMARY KEY AUTOINCREMENT,
+    handle_id TEXT NOT NULL,
+    added INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 """Version -> the DDL that brings a file from the version before it (idempotent)."""
 
 
@@ -125,12 +136,40 @@ class _SqliteView(LedgerView):
             "INSERT INTO grants (handle_id, uuid, body) VALUES (?, ?, ?)",
             [(handle.id, g.uuid, g.model_dump_json()) for g in handle.grants],
         )
+        self._changed(handle.id, added=True)
 
     def remove(self, handle_id: str) -> DeviceHandle:
         handle = self.get(handle_id)
         self._conn.execute("DELETE FROM grants WHERE handle_id = ?", (handle_id,))
         self._conn.execute("DELETE FROM allocations WHERE id = ?", (handle_id,))
+        self._changed(handle_id, added=False)
         return handle
+
+    def _changed(self, handle_id: str, *, added: bool) -> None:
+        cursor = self._conn.execute(
+            "INSERT INTO allocation_changes (handle_id, added) VALUES (?, ?)", (handle_id, int(added))
+        )
+        generation = int(cursor.lastrowid or 0)
+        below = trim_below(generation - 1, generation)
+        if below is not None:
+            self._conn.execute("DELETE FROM allocation_changes WHERE generation <= ?", (below,))
+
+    def generation(self) -> int:
+        return int(self._conn.execute("SELECT COALESCE(MAX(generation), 0) FROM allocation_changes").fetchone()[0])
+
+    def changes_since(self, generation: int) -> list[Change] | None:
+        # two subqueries: SQLite answers a lone MIN or MAX from the index, both in one SELECT by a scan
+        oldest, newest = self._conn.execute(
+            "SELECT (SELECT MIN(generation) FROM allocation_changes), "
+            "(SELECT COALESCE(MAX(generation), 0) FROM allocation_changes)"
+        ).fetchone()
+        if not follows_on(generation, oldest, newest):
+            return None
+        rows = self._conn.execute(
+            "SELECT generation, handle_id, added FROM allocation_changes WHERE generation > ? ORDER BY generation",
+            (generation,),
+        )
+        return [Change(g, i, bool(a)) for g, i, a in rows]
 
     def handles(self) -> list[DeviceHandle]:
         rows = self._conn.execute("SELECT body FROM allocations ORDER BY created_at, id").fetchall()
@@ -138,6 +177,14 @@ class _SqliteView(LedgerView):
 
     def handle_ids(self) -> list[str]:
         return [r[0] for r in self._conn.execute("SELECT id FROM allocations ORDER BY created_at, id")]
+
+    def handle_ids_starting(self, prefix: str) -> list[str]:
+        # a range on the primary key (its index), as ``observations`` reads its keys
+        rows = self._conn.execute(
+            "SELECT id FROM allocations WHERE id >= ? AND id < ? ORDER BY created_at, id",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return [r[0] for r in rows]
 
     def record_event(self, event: Event) -> Event:
         cursor = self._conn.execute(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import HamiError, InvalidRequest, ReasonCode, UnknownAllocation
@@ -22,6 +22,9 @@ from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
 from hami_devices.scheduling.bookings import Booking, PlacementState, takes_none
 from hami_devices.scheduling.plans import Plans
 from hami_devices.scheduling.tables import UNBOUNDED, NodeState
+
+if TYPE_CHECKING:
+    from hami_devices.following import FollowMark
 
 __all__ = [
     "UNBOUNDED",
@@ -53,6 +56,8 @@ class ClusterState(Plans):
         self.conflicts: dict[str, dict[str, list[ReasonCode]]] = {}
         """Booked ledger allocations that break a limit: id -> device uuid or node name -> codes (see ``book``)."""
         self._elsewhere: set[str] = set()  # ledger allocations with nothing on this cluster (``follow``)
+        self.followed: FollowMark | None = None
+        """Where this state last followed a ledger's change log (``hami_devices.following``)."""
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------ nodes
@@ -290,6 +295,39 @@ class ClusterState(Plans):
         self._elsewhere &= live
         for handle_id in ids:
             held = self.bookings.get(handle_id)
+            if held is not None:
+                held.state = PlacementState.CONFIRMED
+            elif handle_id not in self._elsewhere:
+                self.mirror(fetch(handle_id), partial=partial)
+                fetched += 1
+        return fetched
+
+    def follow_changes(
+        self, changes: Sequence[tuple[str, bool]], fetch: Callable[[str], DeviceHandle], *, partial: bool = False
+    ) -> int:
+        """``follow`` by what changed instead of by every id: ``changes`` are (allocation id, added) in the
+        ledger's order since this state was last in step with it; returns how many allocations were fetched.
+
+        An id removed and added again is fetched again (another writer may have reused it), one added
+        then removed is never fetched, and an assumed placement the ledger now holds becomes confirmed.
+        """
+        last: dict[str, bool] = {}
+        removed: set[str] = set()
+        for handle_id, added in changes:
+            last.pop(handle_id, None)  # kept in the order of each id's last change
+            last[handle_id] = added
+            if not added:
+                removed.add(handle_id)
+        fetched = 0
+        for handle_id, added in last.items():
+            held = self.bookings.get(handle_id)
+            if handle_id in removed:
+                self._elsewhere.discard(handle_id)
+                if held is not None and held.state == PlacementState.CONFIRMED:
+                    self.forget(handle_id)
+                    held = None
+            if not added:
+                continue
             if held is not None:
                 held.state = PlacementState.CONFIRMED
             elif handle_id not in self._elsewhere:

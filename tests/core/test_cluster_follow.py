@@ -56,3 +56,31 @@ def test_an_allocation_on_another_clusters_devices_is_asked_for_once() -> None:
         cluster.follow(list(ledger.rows), ledger.get, partial=True)
     assert ledger.fetched == ["far"]
     assert cluster.bookings == {}
+
+
+def test_follow_changes_reads_what_changed_by_the_last_change_of_each_id() -> None:
+    cluster = ClusterState.from_inventory(INVENTORY)
+    first, second = (d.uuid for d in INVENTORY.nodes[0].devices)
+    ledger = Ledger(_share("a", first, 1_000), _share("b", first, 2_000))
+    assert cluster.follow_changes([("a", True), ("b", True)], ledger.get) == 2
+    # "b" released and granted again under its id on the other device; "c" granted and released between looks
+    ledger.rows["b"] = _share("b", second, 3_000)
+    ledger.rows["d"] = _share("d", second, 500)
+    changes = [("b", False), ("c", True), ("b", True), ("c", False), ("d", True), ("a", False)]
+    del ledger.rows["a"]
+    assert cluster.follow_changes(changes, ledger.get) == 2
+    assert ledger.fetched == ["a", "b", "b", "d"]  # never "c": gone before it was read
+    assert set(cluster.bookings) == {"b", "d"}
+    assert cluster.usage_of(first).memory_mib == 0 and cluster.usage_of(second).memory_mib == 3_500
+
+
+def test_follow_changes_confirms_an_assumed_placement_the_ledger_now_holds() -> None:
+    cluster = ClusterState.from_inventory(INVENTORY)
+    first = INVENTORY.nodes[0].devices[0].uuid
+    held = _share("mine", first, 1_000)
+    cluster.assume("n", held.grants, booking_id="mine")
+    ledger = Ledger(held)
+    assert cluster.follow_changes([("mine", True)], ledger.get) == 0
+    assert cluster.bookings["mine"].state.value == "confirmed" and ledger.fetched == []
+    assert cluster.follow_changes([("mine", False)], ledger.get) == 0
+    assert cluster.bookings == {} and cluster.usage_of(first).memory_mib == 0

@@ -315,7 +315,7 @@ def test_everything_survives_a_reopen(ledger_target: LedgerTarget) -> None:
     with again.reading() as view:
         assert view.observations("procs/") == {"procs/h": (2.5, {"alive": [7]})}
         assert view.usage(0.0, 1.0) == [UsageSample(0.0, "h", "GPU-1", 1.0, 64.0)]
-    assert getattr(again, "schema_version") == 2  # noqa: B009  (both ledgers have it; Ledger does not)
+    assert getattr(again, "schema_version") == 3  # noqa: B009  (both ledgers have it; Ledger does not)
     again.close()
 
 

@@ -89,7 +89,7 @@ def test_schema_version_migrates_an_old_ledger_and_refuses_a_newer_one(tmp_path:
     conn.commit()
     conn.close()
     ledger = SqliteLedger(old)
-    assert ledger.schema_version == SCHEMA_VERSION == 2
+    assert ledger.schema_version == SCHEMA_VERSION == 3
     assert ledger.get(handle.id).metadata == {}
     assert ledger.events() == []
     ledger.close()
