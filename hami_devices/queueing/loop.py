@@ -33,11 +33,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from hami_devices.assembly import build_engine
 from hami_devices.config import HamiConfig
@@ -46,20 +44,63 @@ from hami_devices.inputs import as_config, as_request
 from hami_devices.inventory import Inventory
 from hami_devices.models import ResourceRequest
 from hami_devices.queueing.admission import LENDING_REASONS, judge_quota
-from hami_devices.queueing.events import Event, EventKind, WaitReason
+from hami_devices.queueing.events import Event, EventBus, EventKind, Listener, WaitReason
 from hami_devices.queueing.evictions import Evictions, PreemptionPlan
-from hami_devices.queueing.prefilter import fits_any
-from hami_devices.queueing.spec import QueueFile
-from hami_devices.queueing.state import Counters
+from hami_devices.queueing.memo import Memo
+from hami_devices.queueing.resources import Resources
+from hami_devices.queueing.spec import QueueFile, load_queues
+from hami_devices.queueing.state import Counters, LoopState
 from hami_devices.queueing.tasks import Task, TaskState
+from hami_devices.queueing.tree import QueueTree
+from hami_devices.queueing.victims import MAX_NODES
+from hami_devices.scheduling.defrag.checkpoint import CheckpointHook
+from hami_devices.scheduling.engine import Engine
 
 __all__ = ["MAX_PASSES", "AdmissionLoop", "Counters", "PreemptionPlan"]
 
 MAX_PASSES = 64  # a tick's passes; each pass after the first follows evictions, which cannot repeat forever
 
 
-class AdmissionLoop(Evictions):
-    """Tasks in queues, admitted, evicted and explained by the rules (see the module doc)."""
+class AdmissionLoop:
+    """Tasks in queues, admitted, evicted and explained by the rules (see the module doc).
+
+    Its parts: ``state`` (the tasks, where each stands, booking and events), ``memo``
+    (what a tick need not look at again) and ``evictions`` (planning and committing them).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        queues: QueueFile | str | Path,
+        *,
+        preemptive: bool = True,
+        requeue: bool = True,
+        clock: Callable[[], float] = time.time,
+        max_nodes: int = MAX_NODES,
+        keep_events: int | None = 100_000,
+        record_timings: bool = False,
+        checkpoints: CheckpointHook | None = None,
+    ) -> None:
+        source = None
+        if not isinstance(queues, QueueFile):
+            source = str(queues)
+            queues = load_queues(queues)
+        self.engine = engine
+        self.cluster = engine.cluster
+        self.resources = Resources(QueueTree.collect_keys(queues), queues.classes, self.cluster, source=source)
+        self.tree = QueueTree(queues, self.resources)
+        self.preemptive = preemptive
+        self.counters = Counters()
+        self.timings: list[float] | None = [] if record_timings else None
+        self.memo = Memo(self.cluster)
+        self.state = LoopState(
+            engine, self.tree, self.resources, EventBus(keep_events), self.memo, self.counters, checkpoints
+        )
+        self.evictions = Evictions(self.state, max_nodes=max_nodes, requeue=requeue)
+        self._clock = clock
+        self._seq = itertools.count()
+        # This pass: a task found no eviction the rules allow (see ``_pass``).
+        self._blocked_in_pass = False
 
     @classmethod
     def from_config(
@@ -78,6 +119,52 @@ class AdmissionLoop(Evictions):
         options.setdefault("preemptive", config.scheduler.resource_allocation.enable_preemptive)
         return cls(engine, queues, **options)
 
+    # ------------------------------------------------------------------ events and queries
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with every event as it happens; returns a function that unsubscribes."""
+        return self.state.bus.subscribe(listener)
+
+    def events(self) -> Iterator[Event]:
+        """The events not yet drained, oldest first."""
+        return self.state.bus.drain()
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        """Every task the loop knows, by name (pending, running and ended)."""
+        return self.state.tasks
+
+    def task(self, name: str) -> Task:
+        return self.state.task(name)
+
+    def pending(self, queue: str | None = None) -> list[Task]:
+        return self.state.pending(queue)
+
+    def running(self, queue: str | None = None) -> list[Task]:
+        return self.state.running(queue)
+
+    def why_waiting(self, task: Task) -> str | None:
+        """The reason a pending task waits (a task behind an identical one waits for the same reason)."""
+        return self.state.why_waiting(task)
+
+    def usage(self, queue: str) -> dict[str, float]:
+        return self.resources.to_dict(self.tree.usage[self.tree.by_name[queue].index], skip_zero=False)
+
+    def set_queue_state(self, queue: str, *, state: str | None = None, stop_policy: str | None = None) -> None:
+        """Open, close or drain a queue, or set its stop-policy, while the loop runs (from the next tick)."""
+        self.tree.set_state(queue, state, stop_policy)
+        self.memo.changed()
+
+    def preemption_for(self, request: ResourceRequest, *, now: float | None = None) -> PreemptionPlan | None:
+        """What admitting ``request`` (to ``request.queue``) would evict, and why; changes nothing.
+
+        None when it cannot be admitted even with evictions (or over a limit).
+        For a scheduler (e.g. a kube-scheduler extender) that asks before it binds.
+        """
+        return self.evictions.dry_run(request, self._now(now), preemptive=self.preemptive)
+
+    def _now(self, now: float | None) -> float:
+        return self._clock() if now is None else float(now)
+
     # ------------------------------------------------------------------ requests
     def submit(
         self, request: ResourceRequest | Mapping[str, Any], *, name: str | None = None, now: float | None = None
@@ -89,7 +176,7 @@ class AdmissionLoop(Evictions):
         refused = self.tree.refuses(leaf.index)
         if refused is not None:
             raise InvalidRequest("queue", refused)
-        request = self._prepared(request)
+        request = self.state.prepared(request)
         seq = next(self._seq)
         name = name or request.name or f"task-{seq}"
         if name in self.tasks and self.tasks[name].state in (TaskState.PENDING, TaskState.RUNNING):
@@ -98,9 +185,9 @@ class AdmissionLoop(Evictions):
         task.shape = request.model_dump_json(exclude={"name"})
         task.estimate = self.resources.estimate(request)
         self.tasks[name] = task
-        self._enqueue(task)
-        self._emit(EventKind.SUBMITTED, task, now)
-        self._dirty = True
+        self.state.enqueue(task)
+        self.state.emit(EventKind.SUBMITTED, task, now)
+        self.memo.changed()
         return task
 
     def adopt(
@@ -108,7 +195,7 @@ class AdmissionLoop(Evictions):
     ) -> Task:
         """Take over a task already running on a booking of the cluster (after a restart, or admitted elsewhere)."""
         leaf = self.tree.leaf(request.queue)
-        request = self._prepared(request)
+        request = self.state.prepared(request)
         booking = self.cluster.bookings.get(booking_id)
         if booking is None:
             raise InvalidRequest("booking_id", f"no booking {booking_id!r} in the cluster")
@@ -119,13 +206,8 @@ class AdmissionLoop(Evictions):
         task.estimate = self.resources.estimate(request)
         task.state = TaskState.RUNNING
         task.started_at = task.first_started_at = started
-        task.booking_id = booking_id
-        task.charge = self.resources.of_booking(booking)
         self.tasks[task.name] = task
-        self.tree.charge(leaf.index, task.charge)
-        self._running[leaf.index][task.name] = task
-        self._footprints.add(task, booking)
-        self._seen_version = self.cluster.version
+        self.state.hold(task, booking, self.resources.of_booking(booking))
         return task
 
     def cancel(self, name: str, *, now: float | None = None) -> Task:
@@ -139,17 +221,32 @@ class AdmissionLoop(Evictions):
             raise InvalidRequest("task", f"task {name!r} is {task.state}, not running")
         return self._end(name, EventKind.FINISHED, TaskState.FINISHED, self._now(now))
 
+    def requeue(self, name: str, *, now: float | None = None) -> Task:
+        """Put a running task back in line where it was (its booking forgotten), e.g. when the node agent
+        could not start it; it is considered again at the next tick."""
+        task = self.task(name)
+        if task.state != TaskState.RUNNING:
+            raise InvalidRequest("task", f"task {name!r} is {task.state}, not running")
+        now = self._now(now)
+        self.state.unbook(task)
+        task.started_at = None
+        task.state = TaskState.PENDING
+        self.state.enqueue(task)
+        self.state.emit(EventKind.REQUEUED, task, now)
+        self.memo.changed()
+        return task
+
     def _end(self, name: str, kind: EventKind, state: TaskState, now: float) -> Task:
         task = self.task(name)
         if task.state == TaskState.PENDING:
-            self._dequeue(task)
+            self.state.dequeue(task)
         elif task.state == TaskState.RUNNING:
-            self._unbook(task)
+            self.state.unbook(task)
         else:
             raise InvalidRequest("task", f"task {name!r} already {task.state}")
         task.state = state
-        self._emit(kind, task, now)
-        self._dirty = True
+        self.state.emit(kind, task, now)
+        self.memo.changed()
         return task
 
     # ------------------------------------------------------------------ tick
@@ -160,23 +257,13 @@ class AdmissionLoop(Evictions):
         minimum runtime passing) returns at once; ``force`` examines every pending task anyway.
         """
         now = self._now(now)
-        if force:
-            self._dirty = True
-            self._nopreempt.clear()
-            self._nofit.clear()
-        if self.cluster.version != self._seen_version:  # the cluster changed under us (nodes, health, bookings)
-            self._epoch += 1
-            self._seen_version = self.cluster.version
-            self._dirty = True
-        if not self._dirty and now < self._wake_at:
+        if not self.memo.due(now, force=force):
             return []
         self.tree.refresh_capacity()
-        self._dirty = False
-        self._wake_at = float("inf")
         out: list[Event] = []
-        unsubscribe = self.bus.subscribe(out.append)
+        unsubscribe = self.state.bus.subscribe(out.append)
         try:
-            self._drain(now)
+            self.evictions.drain(now)
             for _ in range(MAX_PASSES):
                 self.counters.passes += 1
                 if not self._pass(now):
@@ -185,27 +272,11 @@ class AdmissionLoop(Evictions):
             unsubscribe()
         return out
 
-    def _known_not_to_fit(self, task: Task) -> bool:
-        """It did not fit, and no node freed since could take it."""
-        memo = self._nofit.get(task.shape)
-        if memo is None or memo[0] != self._epoch:
-            return False
-        seen = memo[1]
-        if seen < len(self._freed):
-            nodes = np.unique(np.array(self._freed[seen:], dtype=np.int64))
-            if fits_any(self.cluster, task.request, nodes):
-                return False
-            self._nofit[task.shape] = (self._epoch, len(self._freed))
-        return True
-
     def _hopeless(self, task: Task, now: float) -> bool:
         """Known not to fit, and no eviction could change that now."""
-        if not self._known_not_to_fit(task):
+        if not self.memo.known_not_to_fit(task.shape, task.request):
             return False
-        if not self.preemptive:
-            return True
-        memo = self._nopreempt.get(task.shape)
-        return memo is not None and memo[0] == self.cluster.version and now < memo[1]
+        return not self.preemptive or self.memo.no_eviction_helps(task.shape, now)
 
     def _key(self, task: Task) -> tuple[Any, ...]:
         if self.tree.entitled_at(task.queue, task.estimate) is not None:
@@ -213,7 +284,7 @@ class AdmissionLoop(Evictions):
         return (1, self.tree.share_path(task.queue), task.order_key())
 
     def _heads(self, leaf: int) -> list[Task]:
-        groups = self._groups[leaf]
+        groups = self.state.groups[leaf]
         heads = [g[0] for g in groups.values() if g]
         if self.tree.nodes[leaf].spec.strict_fifo and heads:
             return [min(heads, key=Task.order_key)]
@@ -239,7 +310,7 @@ class AdmissionLoop(Evictions):
                 return
             heapq.heappush(heap, (self._key(task), next(order), task))
 
-        for leaf in self._groups:
+        for leaf in self.state.groups:
             for head in self._heads(leaf):
                 push(head)
         while heap:
@@ -277,12 +348,12 @@ class AdmissionLoop(Evictions):
                 self._wait(task, WaitReason.QUEUE_LIMIT, limit, now)
                 return False
             placement = None
-            if not self._known_not_to_fit(task):
+            if not self.memo.known_not_to_fit(task.shape, task.request):
                 timed = True
                 self.counters.engine_calls += 1
                 placement = self.engine.try_place(task.request)
                 if placement is None:
-                    self._nofit[task.shape] = (self._epoch, len(self._freed))
+                    self.memo.did_not_fit(task.shape)
             if placement is not None:
                 placement, charge, reason, why = judge_quota(self.tree, self.resources, self.engine, task, placement)
                 if placement is None:
@@ -291,9 +362,9 @@ class AdmissionLoop(Evictions):
                     self._blocked_in_pass |= self.preemptive and reason in LENDING_REASONS
                     self._wait(task, reason, why, now)
                     return False
-                self._book(task, placement, charge, now)
+                self.state.book(task, placement, charge, now)
                 kind = "guaranteed" if reason == "guaranteed" else "borrowing"
-                self._emit(
+                self.state.emit(
                     EventKind.ADMITTED,
                     task,
                     now,
@@ -304,10 +375,10 @@ class AdmissionLoop(Evictions):
                 return True
             if self.preemptive:
                 searches = self.counters.victim_searches
-                planned = self._plan(task, now)
+                planned = self.evictions.plan(task, now)
                 timed = timed or self.counters.victim_searches > searches
                 if planned is not None:
-                    self._commit(task, *planned, now)
+                    self.evictions.commit(task, *planned, now)
                     return True
                 self._blocked_in_pass = True
                 if self.tree.entitled_at(task.queue, task.estimate) is None:
@@ -325,4 +396,4 @@ class AdmissionLoop(Evictions):
     def _wait(self, task: Task, reason: WaitReason | str, detail: str, now: float) -> None:
         if task.wait_reason != reason:
             task.wait_reason = str(reason)
-            self._emit(EventKind.WAITING, task, now, reason=str(reason), detail=detail)
+            self.state.emit(EventKind.WAITING, task, now, reason=str(reason), detail=detail)

@@ -107,15 +107,6 @@ def _before(a: Task, b: Task) -> bool:
     return (a.submitted_at, a.seq) < (b.submitted_at, b.seq)
 
 
-def _entitled_after(tree: QueueTree, leaf: int, amount: Vector, removed: dict[int, Vector]) -> bool:
-    """Whether, once ``removed`` is gone, ``amount`` fits the guarantee of ``leaf`` or of a queue above it."""
-    for q in tree.nodes[leaf].path:
-        guarded = tree.guarded[q]
-        if guarded.any() and (amount[guarded] > 0).any() and tree.covers(q, tree.usage[q] - removed.get(q, 0) + amount):
-            return True
-    return False
-
-
 def priority_rule(tree: QueueTree, task: Task, amount: Vector) -> Rule | None:
     mode = tree.nodes[task.queue].spec.preemption.within_queue
     if mode == "never":
@@ -129,9 +120,8 @@ def priority_rule(tree: QueueTree, task: Task, amount: Vector) -> Rule | None:
         if any(v.task.queue != task.queue or not outranked(v.task) for v in victims):
             return False
         removed = removed_by_queue(tree, victims)
-        if any(v.task.priority == task.priority for v in victims) and not _entitled_after(
-            tree, task.queue, amount, removed
-        ):
+        equal = any(v.task.priority == task.priority for v in victims)
+        if equal and tree.entitled_at(task.queue, amount, removed) is None:
             return False  # Kueue: equal-priority victims only for a task within its queue's nominal quota
         return tree.over_limit(task.queue, amount, removed) is None
 

@@ -212,11 +212,14 @@ class QueueTree:
                 )
         return None
 
-    def entitled_at(self, leaf: int, amount: Vector) -> int | None:
-        """The lowest queue on ``leaf``'s path whose guarantee covers ``amount`` now (None: borrowing)."""
+    def entitled_at(self, leaf: int, amount: Vector, removed: Mapping[int, Vector] | None = None) -> int | None:
+        """The lowest queue on ``leaf``'s path whose guarantee covers ``amount`` (None: borrowing): now, or once
+        ``removed`` (per queue) is gone."""
         for q in reversed(self.nodes[leaf].path):
             guarded = self.guarded[q]
-            if guarded.any() and (amount[guarded] > 0).any() and self.covers(q, self.usage[q] + amount):
+            if not guarded.any() or not (amount[guarded] > 0).any():
+                continue
+            if self.covers(q, self.usage[q] - (removed[q] if removed and q in removed else 0) + amount):
                 return q
         return None
 

@@ -332,7 +332,7 @@ def test_adopt_charges_a_running_booking_to_its_queue() -> None:
     loop, _ = make_loop(state, ONLINE_RESEARCH)
     request = gpu("legacy", "research", preemptible=True)
     placement = loop.engine.place(request)
-    booking = loop.engine.book(placement)
+    booking = loop.engine.assume(placement)
     task = loop.adopt(request, booking.id, started_at=0)
     assert loop.usage("research")["device-cores"] == 100
     loop.submit(gpu("o1", "online"), now=1)

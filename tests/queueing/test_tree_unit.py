@@ -173,6 +173,22 @@ def test_a_guarantee_entitles_only_a_task_that_asks_for_what_it_guards() -> None
     assert tree.entitled_at(a, _vector(tree, host_cpu_milli=1_000)) is None  # nothing of a guarded key
 
 
+def test_entitlement_counts_what_an_eviction_would_give_back() -> None:
+    """a's guarantee is 200 device-cores, top's 300.  With a using 150 and b 100, a task of 100 fits neither
+    (a: 250 > 200, top: 350 > 300); with 50 of a's given back it fits a's own (200), with b's 100 given back
+    top's (250 of 300, a still 250 of 200)."""
+    loop, _ = _loop(4)
+    tree = loop.tree
+    a, b, top = tree.leaf("a").index, tree.leaf("b").index, tree.by_name["top"].index
+    tree.charge(a, _vector(tree, device_cores=150))
+    tree.charge(b, _vector(tree, device_cores=100))
+    task = _vector(tree, device_cores=100)
+    assert tree.entitled_at(a, task) is None
+    assert tree.entitled_at(a, task, {a: _vector(tree, device_cores=50), top: _vector(tree, device_cores=50)}) == a
+    assert tree.entitled_at(a, task, {b: _vector(tree, device_cores=100), top: _vector(tree, device_cores=100)}) == top
+    assert tree.entitled_at(a, task, {b: _vector(tree, device_cores=100)}) is None  # top's usage unchanged: 350
+
+
 def test_the_common_ancestor_and_the_queues_below_it() -> None:
     loop, _ = _loop(4)
     tree = loop.tree
