@@ -25,23 +25,23 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from hami_devices import accounting
 from hami_devices.assembly import build_engine
-from hami_devices.config import HamiConfig, load_config
+from hami_devices.config import HamiConfig
 from hami_devices.errors import InsufficientResources, InvalidRequest, UnknownAllocation
+from hami_devices.inputs import as_config
 from hami_devices.kubernetes.dra import names
 from hami_devices.kubernetes.dra.catalog import Catalog, from_slices, inventory
 from hami_devices.kubernetes.dra.claims import Claim, Constraint, parse_claim
 from hami_devices.kubernetes.dra.classes import class_specs, selectors_of
-from hami_devices.kubernetes.dra.counters import Counters
-from hami_devices.kubernetes.dra.narrowing import Narrowing, Option, _consumption, _Devices
+from hami_devices.kubernetes.dra.consumption import consumed_capacity
+from hami_devices.kubernetes.dra.counters import CounterBook
+from hami_devices.kubernetes.dra.narrowing import Narrowing, Option
 from hami_devices.kubernetes.dra.nomatch import why_no_device
 from hami_devices.kubernetes.dra.results import grants_of
 from hami_devices.models import ResourceRequest
@@ -53,7 +53,6 @@ MAX_ATTEMPTS = 128
 """Combinations of alternatives tried per claim before it is refused."""
 REPAIRS = 8
 """Times a distinctAttribute conflict narrows a request and asks the engine again."""
-FULL_CORES = 100
 
 
 @dataclass
@@ -63,20 +62,23 @@ class Booked:
     shares: list[int] = field(default_factory=list)  # shared cards that consume their counter set
 
 
-class DraAllocator(Narrowing, Counters):
-    """A scheduler's DRA allocator over published ResourceSlices, placing with the engine."""
+class DraAllocator:
+    """A scheduler's DRA allocator over published ResourceSlices, placing with the engine.
+
+    Its parts: ``narrowing`` (what each request can be served by) and ``counters`` (partition devices
+    and counter sets in use); it searches their combinations with the engine and books the claims.
+    """
 
     def __init__(
         self,
         objects: Iterable[Mapping[str, Any]],
-        config: HamiConfig | str | Path | None = None,
+        config: HamiConfig | Mapping[str, Any] | str | Path | None = None,
         *,
         policy: str | None = None,
         registry: VendorRegistry | None = None,
     ) -> None:
         objects = list(objects)
-        if not isinstance(config, HamiConfig):
-            config = load_config(config) if config is not None else HamiConfig()
+        config = as_config(config)  # a path, a mapping or the object, as every entry point takes it
         self.config = config
         self.registry = registry or load_vendors(config=config)
         self.catalog: Catalog = from_slices(objects)
@@ -90,32 +92,11 @@ class DraAllocator(Narrowing, Counters):
             if obj.get("kind") == "DeviceClass":
                 self.classes[obj["metadata"]["name"]] = selectors_of(dict(obj))
         self._uuid_row = self.catalog.by_uuid()
-        self._partition_rows: dict[tuple[str, str], list[int]] = {}
-        for i, d in enumerate(self.catalog.devices):
-            if d.ours and d.kind == names.KIND_PARTITION:
-                self._partition_rows.setdefault((str(d.own("uuid")), str(d.own("partition"))), []).append(i)
         self._ours = [i for i, d in enumerate(self.catalog.devices) if d.ours]
-        self._cards_with_counters = [i for i in self._ours if self.catalog.devices[i].kind == names.KIND_DEVICE
-                                     and self.catalog.devices[i].counter_set is not None]
-        self._set_card = {(d.driver, d.pool, str(d.counter_set)): str(d.own("uuid"))
-                          for d in (self.catalog.devices[i] for i in self._ours) if d.counter_set is not None}
-        self._taken: set[int] = set()
-        self._counters_used: dict[tuple[str, str, str], dict[str, Decimal]] = {}
-        self._share_holds: Counter[tuple[str, str, str]] = Counter()  # live shares of each set's card
+        self.narrowing = Narrowing(self.catalog, self.engine, self.classes, self.memory_factor, self._ours)
+        self.counters = CounterBook(self.catalog, self.engine, self._ours, self.narrowing.uuid_of)
         self._claims: dict[str, Booked] = {}
         self._lock = threading.Lock()
-        # Published devices do not change within an allocator, so what a (class, selectors) pair
-        # selects -- and how those rows split into cards and partitions -- is computed once.
-        self._selected: dict[tuple[str, tuple[str, ...]], list[int]] = {}
-        self._split: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
-        # Per catalog row, read once: its card's uuid (a partition device's is its card's) and its kind.
-        devices = self.catalog.devices
-        self._uuid_of = [str(d.own("uuid")) for d in devices]
-        self._kind_of = [d.kind for d in devices]
-        self._shares: dict[tuple[Any, ...], list[_Devices]] = {}
-        self._profiles: dict[tuple[Any, ...], list[tuple[str, _Devices]]] = {}
-        self._capacities: dict[tuple[tuple[str, str], ...], tuple[int | None, int, dict[str, Decimal]]] = {}
-        self._attribute_text: dict[tuple[int, str], str] = {}
 
     def _traits(self, vendor: str, model: str) -> Any:
         adapter = self.registry.adapters.get(vendor)
@@ -149,9 +130,9 @@ class DraAllocator(Narrowing, Counters):
                 raise UnknownAllocation(claim_uid)
             self.engine.cluster.forget(claim_uid)
             for row in held.partitions:
-                self._free_counters(row)
+                self.counters.free(row)
             for row in held.shares:
-                self._release_share(row)
+                self.counters.release_share(row)
 
     def book(self, claim: Claim | Mapping[str, Any]) -> None:
         """Mirror a claim someone already allocated (``status.allocation``), e.g. after a restart."""
@@ -166,15 +147,15 @@ class DraAllocator(Narrowing, Counters):
             grants, rows, node = grants_of(self.catalog, allocation, self._uuid_row)
             self.engine.cluster.assume(node, grants, booking_id=claim.uid)
             for row in rows:
-                self._take_counters(row)
+                self.counters.take(row)
             shares = [self._uuid_row[g.uuid] for g in grants if not g.partition]
             for row in shares:
-                self._hold_share(row)
+                self.counters.hold_share(row)
             self._claims[claim.uid] = Booked(allocation, rows, shares)
 
     # ------------------------------------------------------------------ search
     def _allocate(self, claim: Claim) -> dict[str, Any]:
-        per_request = [self._options(claim, r.alternatives) for r in claim.requests]
+        per_request = [self.narrowing.options(claim, r.alternatives) for r in claim.requests]
         for wanted, options in zip(claim.requests, per_request, strict=True):
             if not options:
                 sub = wanted.alternatives[0]
@@ -186,7 +167,7 @@ class DraAllocator(Narrowing, Counters):
                 )
         first: tuple[ResourceRequest, Sequence[Option]] | None = None
         attempts = 0
-        for variant in self._matched_variants(claim, per_request):
+        for variant in self.narrowing.matched_variants(claim, per_request):
             for combo in itertools.product(*variant):
                 attempts += 1
                 if attempts > MAX_ATTEMPTS:
@@ -229,10 +210,10 @@ class DraAllocator(Narrowing, Counters):
                 return None if partitions is None else (placement, partitions, combo)
             index, attribute, values = conflict
             option = combo[index]
-            rows = {u: rs for u, rs in option.rows.items() if self._attribute(rs[0], attribute) not in values}
+            rows = {u: rs for u, rs in option.rows.items() if self.narrowing.attribute(rs[0], attribute) not in values}
             if len(rows) < option.part.count:
                 return None
-            narrowed = self._option(option.sub, option.part, rows)
+            narrowed = self.narrowing.option(option.sub, option.part, rows)
             combo = [narrowed if k == index else o for k, o in enumerate(combo)]
             request = request.model_copy(update={"parts": [o.part for o in combo]})
         return None
@@ -240,10 +221,10 @@ class DraAllocator(Narrowing, Counters):
     def _masks(self, combo: Sequence[Option]) -> list[BoolArray]:
         """Each option's cards less those the counters rule out: for a share, cards partitioned now; for a
         partition, cards where no device of its profile fits (shared, or their set used up)."""
-        partitioned = self._partitioned_cards()
+        partitioned = self.counters.partitioned_cards()
         out = []
         for o in combo:
-            blocked = partitioned if o.partition is None else self._partition_cards_full(o.rows)
+            blocked = partitioned if o.partition is None else self.counters.partition_cards_full(o.rows)
             out.append(o.mask & ~blocked if blocked is not None and blocked.any() else o.mask)
         return out
 
@@ -258,7 +239,7 @@ class DraAllocator(Narrowing, Counters):
             option = combo[grant.part]
             if not constraint.applies(option.sub.request):
                 continue
-            value = self._attribute(option.rows[grant.uuid][0], attribute)
+            value = self.narrowing.attribute(option.rows[grant.uuid][0], attribute)
             if value in seen and seen[value] != grant.part:
                 others = {v for v, part in seen.items() if part != grant.part}
                 return grant.part, attribute, others
@@ -276,7 +257,7 @@ class DraAllocator(Narrowing, Counters):
             if option.partition is None:
                 continue
             rows = option.rows.get(grant.uuid, [])
-            row = next((r for r in rows if r not in self._taken and r not in pending and self._fits(r, pending)), None)
+            row = next((r for r in rows if self.counters.free_to_take(r, pending)), None)
             if row is None:
                 return None
             pending.append(row)
@@ -301,7 +282,7 @@ class DraAllocator(Narrowing, Counters):
             }
             if device.shareable:
                 entry["shareID"] = names.share_id(claim.uid, option.sub.name, device.name)
-                entry["consumedCapacity"] = _consumption(device, option.sub)
+                entry["consumedCapacity"] = consumed_capacity(device, option.sub)
             results.append(entry)
         node = placement.grants[0].node
         result = {
@@ -315,11 +296,11 @@ class DraAllocator(Narrowing, Counters):
         booked = _with_uuids(placement.request, combo)  # the request as the uuid lists state it
         self.engine.cluster.assume(node, placement.grants, request=booked, booking_id=claim.uid)
         for row in partitions:
-            self._take_counters(row)
+            self.counters.take(row)
         shares = [self._uuid_row[g.uuid] for g, o in ((g, combo[g.part]) for g in placement.grants)
                   if o.partition is None]
         for row in shares:
-            self._hold_share(row)
+            self.counters.hold_share(row)
         self._claims[claim.uid] = Booked(result, partitions, shares)
         return result
 

@@ -15,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from hami_devices.kubernetes import quantity as q
+from hami_devices.kubernetes.dra.catalog import CatalogDevice
+from hami_devices.kubernetes.dra.claims import SubRequest
 
 
 def consumed(value: Decimal, policy: Mapping[str, Any] | None, requested: Decimal | None) -> Decimal:
@@ -45,3 +47,19 @@ def quantity_text(amount: Decimal, *, binary: bool) -> str:
     if binary and amount % q.MIB == 0:
         return f"{int(amount / q.MIB)}Mi"
     return str(int(amount)) if amount == amount.to_integral_value() else str(amount)
+
+
+def consumed_capacity(device: CatalogDevice, sub: SubRequest) -> dict[str, str]:
+    """``consumedCapacity`` of a share: each published capacity of ``device``, by its policy, for ``sub``."""
+    asked: dict[str, Decimal] = {}
+    for key, text in sub.capacity:
+        domain, _, name = key.rpartition("/")
+        asked[f"{domain or device.driver}/{name}"] = q.parse(text, f"{sub.field}.capacity.requests.{key}")
+    out = {}
+    for domain, amounts in sorted(device.capacity.items()):
+        for name, value in sorted(amounts.items()):
+            qualified = f"{domain}/{name}"
+            amount = consumed(value, device.policies.get(qualified), asked.get(qualified))
+            key = name if domain == device.driver else qualified
+            out[key] = quantity_text(amount, binary=name == "memory")
+    return out

@@ -15,9 +15,8 @@ import numpy as np
 from hami_devices.errors import InsufficientResources, InvalidRequest
 from hami_devices.kubernetes import quantity as q
 from hami_devices.kubernetes.dra import names
-from hami_devices.kubernetes.dra.catalog import Catalog, CatalogDevice
+from hami_devices.kubernetes.dra.catalog import Catalog
 from hami_devices.kubernetes.dra.claims import ALL, Claim, SubRequest
-from hami_devices.kubernetes.dra.consumption import consumed, quantity_text
 from hami_devices.models import RequestPart
 from hami_devices.scheduling.cluster import BoolArray
 from hami_devices.scheduling.engine import Engine
@@ -50,7 +49,7 @@ class Option:
 
 
 @dataclass
-class _Devices:
+class Devices:
     """A set of cards (or of partition devices grouped by card) in the three forms the search reads."""
 
     rows: dict[str, list[int]]
@@ -59,22 +58,30 @@ class _Devices:
 
 
 class Narrowing:
-    """What a claim's requests can be served by (its state is set up by the ``DraAllocator``)."""
+    """What a claim's requests can be served by, over one allocator's published devices.
 
-    catalog: Catalog
-    engine: Engine
-    classes: dict[str, list[str]]
-    memory_factor: float
-    _selected: dict[tuple[str, tuple[str, ...]], list[int]]
-    _split: dict[tuple[Any, ...], tuple[list[int], list[int]]]
-    _uuid_of: list[str]
-    _kind_of: list[str | None]
-    _shares: dict[tuple[Any, ...], list[_Devices]]
-    _profiles: dict[tuple[Any, ...], list[tuple[str, _Devices]]]
-    _capacities: dict[tuple[tuple[str, str], ...], tuple[int | None, int, dict[str, Decimal]]]
-    _attribute_text: dict[tuple[int, str], str]
-    _partition_rows: dict[tuple[str, str], list[int]]
-    _ours: list[int]
+    Published devices do not change within an allocator, so what a (class, selectors) pair selects --
+    and how those rows split into cards and partitions, the share and profile groups, parsed capacities
+    and attribute texts -- is computed once and remembered here.
+    """
+
+    def __init__(
+        self, catalog: Catalog, engine: Engine, classes: dict[str, list[str]], memory_factor: float, ours: list[int]
+    ) -> None:
+        self.catalog = catalog
+        self.engine = engine
+        self.classes = classes
+        self.memory_factor = memory_factor
+        self.ours = ours
+        # Per catalog row, read once: its card's uuid (a partition device's is its card's) and its kind.
+        self.uuid_of = [str(d.own("uuid")) for d in catalog.devices]
+        self._kind_of = [d.kind for d in catalog.devices]
+        self._selected: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+        self._split: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
+        self._shares: dict[tuple[Any, ...], list[Devices]] = {}
+        self._profiles: dict[tuple[Any, ...], list[tuple[str, Devices]]] = {}
+        self._capacities: dict[tuple[tuple[str, str], ...], tuple[int | None, int, dict[str, Decimal]]] = {}
+        self._attribute_text: dict[tuple[int, str], str] = {}
 
     # ------------------------------------------------------------------ narrowing
     def _candidates(self, claim: Claim, sub: SubRequest) -> list[int]:
@@ -90,7 +97,7 @@ class Narrowing:
             raise InvalidRequest(
                 f"{sub.field}.deviceClassName", f"claim {claim.label}: no DeviceClass {sub.device_class!r}"
             )
-        rows = list(self._ours)
+        rows = list(self.ours)
         env = self.catalog.env
         for expression in selectors:
             rows = env.select(expression, rows, claim.label, f"{sub.name} (class {sub.device_class})")
@@ -98,7 +105,7 @@ class Narrowing:
             rows = env.select(expression, rows, claim.label, sub.name)
         return rows
 
-    def _options(self, claim: Claim, alternatives: Sequence[SubRequest]) -> list[Option]:
+    def options(self, claim: Claim, alternatives: Sequence[SubRequest]) -> list[Option]:
         out: list[Option] = []
         for sub in alternatives:
             rows = self._candidates(claim, sub)
@@ -125,7 +132,7 @@ class Narrowing:
 
     def _profile_groups(
         self, split_key: tuple[Any, ...], rows: list[int], memory: int | None, cores: int, extra: Mapping[str, Decimal]
-    ) -> list[tuple[str, _Devices]]:
+    ) -> list[tuple[str, Devices]]:
         """The partition devices that hold the request, per profile (smallest first), grouped by card; remembered."""
         key = (split_key, memory, cores)
         found = self._profiles.get(key)
@@ -139,7 +146,7 @@ class Narrowing:
         for profile, prows in sorted(by_profile.items(), key=lambda kv: self._profile_size(kv[1][0])):
             grouped: dict[str, list[int]] = {}
             for r in prows:
-                grouped.setdefault(self._uuid_of[r], []).append(r)
+                grouped.setdefault(self.uuid_of[r], []).append(r)
             found.append((profile, self._devices(grouped)))
         self._profiles[key] = found
         return found
@@ -156,13 +163,13 @@ class Narrowing:
         key = (split_key, sub.mode == ALL)
         groups = self._shares.get(key)
         if groups is None:
-            by_uuid = {self._uuid_of[r]: [r] for r in rows}
+            by_uuid = {self.uuid_of[r]: [r] for r in rows}
             if sub.mode != ALL:
                 groups = [self._devices(by_uuid)]
             else:
                 nodes: dict[str, list[str]] = {}
                 for r in rows:
-                    nodes.setdefault(self.catalog.devices[r].node, []).append(self._uuid_of[r])
+                    nodes.setdefault(self.catalog.devices[r].node, []).append(self.uuid_of[r])
                 ordered = sorted(nodes.items(), key=lambda kv: (-len(kv[1]), kv[0]))
                 groups = [self._devices({x: by_uuid[x] for x in u}) for _, u in ordered]
             self._shares[key] = groups
@@ -170,18 +177,18 @@ class Narrowing:
             return [Option(sub, part(sub.count), g.rows, g.uuids, g.mask) for g in groups]
         return [Option(sub, part(len(g.uuids)), g.rows, g.uuids, g.mask) for g in groups]
 
-    def _devices(self, rows: dict[str, list[int]]) -> _Devices:
+    def _devices(self, rows: dict[str, list[int]]) -> Devices:
         uuids = sorted(rows)
         index = self.engine.cluster.uuid_index
         mask = np.zeros(self.engine.cluster.size, dtype=bool)
         mask[[index[u] for u in uuids if u in index]] = True  # as the engine reads a uuid list
-        return _Devices(rows, uuids, mask)
+        return Devices(rows, uuids, mask)
 
-    def _option(self, sub: SubRequest, part: RequestPart, rows: dict[str, list[int]]) -> Option:
+    def option(self, sub: SubRequest, part: RequestPart, rows: dict[str, list[int]]) -> Option:
         devices = self._devices(rows)
         return Option(sub, part, devices.rows, devices.uuids, devices.mask)
 
-    def _attribute(self, row: int, qualified: str) -> str:
+    def attribute(self, row: int, qualified: str) -> str:
         """``repr`` of a device's attribute (what constraints compare), remembered."""
         key = (row, qualified)
         text = self._attribute_text.get(key)
@@ -238,7 +245,7 @@ class Narrowing:
         caps = self.catalog.devices[row].capacity.get(names.DOMAIN, {})
         return caps.get("memory", Decimal(0)), caps.get("cores", Decimal(0))
 
-    def _matched_variants(self, claim: Claim, per_request: list[list[Option]]) -> Iterable[list[list[Option]]]:
+    def matched_variants(self, claim: Claim, per_request: list[list[Option]]) -> Iterable[list[list[Option]]]:
         """The options per request, narrowed to each shared value of every matchAttribute constraint."""
         matches = [c for c in claim.constraints if c.match]
         if not matches:
@@ -252,7 +259,7 @@ class Narrowing:
                 if constraint.applies(request.name):
                     for o in options:
                         for rows in o.rows.values():
-                            text = self._attribute(rows[0], constraint.match)
+                            text = self.attribute(rows[0], constraint.match)
                             if text != "None":  # a device without the attribute matches nothing
                                 counted[text] = counted.get(text, 0) + 1
             value_lists.append(sorted(counted, key=lambda v: (-counted[v], v)))
@@ -265,32 +272,13 @@ class Narrowing:
                         u: rs
                         for u, rs in o.rows.items()
                         if all(
-                            not c.applies(request.name) or self._attribute(rs[0], c.match or "") == v
+                            not c.applies(request.name) or self.attribute(rs[0], c.match or "") == v
                             for c, v in zip(matches, values, strict=True)
                         )
                     }
                     if kept_rows:
                         count = len(kept_rows) if o.sub.mode == ALL else o.part.count
-                        kept.append(self._option(o.sub, o.part.model_copy(update={"count": count}), kept_rows))
+                        kept.append(self.option(o.sub, o.part.model_copy(update={"count": count}), kept_rows))
                 narrowed.append(kept)
             if all(narrowed):
                 yield narrowed
-
-
-
-def _consumption(device: CatalogDevice, sub: SubRequest) -> dict[str, str]:
-    """``consumedCapacity`` of a share: each published capacity of ``device``, by its policy, for ``sub``."""
-    asked: dict[str, Decimal] = {}
-    for key, text in sub.capacity:
-        domain, _, name = key.rpartition("/")
-        asked[f"{domain or device.driver}/{name}"] = q.parse(text, f"{sub.field}.capacity.requests.{key}")
-    out = {}
-    for domain, amounts in sorted(device.capacity.items()):
-        for name, value in sorted(amounts.items()):
-            qualified = f"{domain}/{name}"
-            amount = consumed(value, device.policies.get(qualified), asked.get(qualified))
-            key = name if domain == device.driver else qualified
-            out[key] = quantity_text(amount, binary=name == "memory")
-    return out
-
-

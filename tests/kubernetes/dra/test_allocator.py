@@ -202,7 +202,7 @@ def test_candidates_reach_the_engine_as_masks_of_exactly_the_matched_devices(all
     c = allocator.engine.cluster
     models = {"t4": "T4", "a30": "A30", "h100": "H100"}
     for request in parsed.requests:
-        [option] = allocator._options(parsed, request.alternatives)
+        [option] = allocator.narrowing.options(parsed, request.alternatives)
         rows = sorted(c.uuid_index[u] for u in option.uuids)
         assert np.flatnonzero(option.mask).tolist() == rows
         assert option.uuids == sorted(option.rows) and not option.part.uuids
@@ -212,7 +212,7 @@ def test_candidates_reach_the_engine_as_masks_of_exactly_the_matched_devices(all
     booked = allocator.engine.cluster.bookings[raw["metadata"]["uid"]].request
     assert booked is not None
     for part, request in zip(booked.parts, parsed.requests, strict=True):
-        assert part.uuids == allocator._options(parsed, request.alternatives)[0].uuids
+        assert part.uuids == allocator.narrowing.options(parsed, request.alternatives)[0].uuids
 
 
 def test_match_attribute_no_request_pair_shares_is_a_refusal(allocator: DraAllocator) -> None:
