@@ -132,9 +132,8 @@ class Evictions:
         known = state.tasks.get(request.name or "")
         if known is not None and known.state == TaskState.PENDING and known.queue == leaf.index:
             submitted, seq = known.submitted_at, known.seq
-        task = Task(request.name or "<request>", request, leaf.index, submitted, seq)
-        task.shape = "<dry-run>"
-        task.estimate = state.resources.estimate(request)
+        task = state.new_task(request.name or "<request>", request, leaf.index, submitted, seq)
+        task.shape = "<dry-run>"  # remembers nothing under the shape of a task in line
         if tree.over_limit(leaf.index, task.estimate) is not None:
             return None
         placement = state.engine.try_place(request)

@@ -181,9 +181,7 @@ class AdmissionLoop:
         name = name or request.name or f"task-{seq}"
         if name in self.tasks and self.tasks[name].state in (TaskState.PENDING, TaskState.RUNNING):
             raise InvalidRequest("name", f"task {name!r} is already {self.tasks[name].state}")
-        task = Task(name, request, leaf.index, now, seq)
-        task.shape = request.model_dump_json(exclude={"name"})
-        task.estimate = self.resources.estimate(request)
+        task = self.state.new_task(name, request, leaf.index, now, seq)
         self.tasks[name] = task
         self.state.enqueue(task)
         self.state.emit(EventKind.SUBMITTED, task, now)
@@ -201,9 +199,7 @@ class AdmissionLoop:
             raise InvalidRequest("booking_id", f"no booking {booking_id!r} in the cluster")
         seq = next(self._seq)
         started = self._now(started_at)
-        task = Task(name or request.name or booking_id, request, leaf.index, started, seq)
-        task.shape = request.model_dump_json(exclude={"name"})
-        task.estimate = self.resources.estimate(request)
+        task = self.state.new_task(name or request.name or booking_id, request, leaf.index, started, seq)
         task.state = TaskState.RUNNING
         task.started_at = task.first_started_at = started
         self.tasks[task.name] = task
@@ -272,23 +268,10 @@ class AdmissionLoop:
             unsubscribe()
         return out
 
-    def _hopeless(self, task: Task, now: float) -> bool:
-        """Known not to fit, and no eviction could change that now."""
-        if not self.memo.known_not_to_fit(task.shape, task.request):
-            return False
-        return not self.preemptive or self.memo.no_eviction_helps(task.shape, now)
-
     def _key(self, task: Task) -> tuple[Any, ...]:
         if self.tree.entitled_at(task.queue, task.estimate) is not None:
             return (0, (), task.order_key())
         return (1, self.tree.share_path(task.queue), task.order_key())
-
-    def _heads(self, leaf: int) -> list[Task]:
-        groups = self.state.groups[leaf]
-        heads = [g[0] for g in groups.values() if g]
-        if self.tree.nodes[leaf].spec.strict_fifo and heads:
-            return [min(heads, key=Task.order_key)]
-        return heads
 
     def _pass(self, now: float) -> int:
         """One pass over the queues; returns what calls for another: the evictions it made, plus one when a
@@ -302,7 +285,7 @@ class AdmissionLoop:
         admitted_after_block = False
 
         def push(task: Task) -> None:
-            if self._hopeless(task, now):
+            if self.memo.hopeless(task.shape, task.request, now, preemptive=self.preemptive):
                 self.counters.skipped_identical += 1
                 # known to find no eviction the rules allow: as good as refused one in this pass, so an
                 # admission after it (which voids that memo) calls for another pass
@@ -311,7 +294,7 @@ class AdmissionLoop:
             heapq.heappush(heap, (self._key(task), next(order), task))
 
         for leaf in self.state.groups:
-            for head in self._heads(leaf):
+            for head in self.state.heads(leaf):
                 push(head)
         while heap:
             key, _, task = heapq.heappop(heap)
@@ -323,7 +306,7 @@ class AdmissionLoop:
                 continue
             if self._attempt(task, now):
                 admitted_after_block |= self._blocked_in_pass
-                nxt = self._heads(task.queue)
+                nxt = self.state.heads(task.queue)
                 strict = self.tree.nodes[task.queue].spec.strict_fifo
                 for head in nxt if strict else [t for t in nxt if t.shape == task.shape]:
                     push(head)

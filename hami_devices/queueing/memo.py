@@ -87,3 +87,9 @@ class Memo:
     def no_eviction_until(self, shape: str, wake: float) -> None:
         self.no_eviction[shape] = (self.cluster.version, wake)
         self.wake_at = min(self.wake_at, wake)
+
+    def hopeless(self, shape: str, request: ResourceRequest, now: float, *, preemptive: bool) -> bool:
+        """Known not to fit, and no eviction could change that now."""
+        if not self.known_not_to_fit(shape, request):
+            return False
+        return not preemptive or self.no_eviction_helps(shape, now)

@@ -109,6 +109,14 @@ class LoopState:
             raise InvalidRequest("priority_class", f"unknown priority class {name!r}{hint} (known: {known})")
         return request.model_copy(update={"priority": classes[name]})
 
+    def new_task(self, name: str, request: ResourceRequest, leaf: int, at: float, seq: int) -> Task:
+        """A task of ``request`` in ``leaf`` since ``at``, with its shape (the request less its name: identical
+        requests share it) and its estimate in the queues' resources."""
+        task = Task(name, request, leaf, at, seq)
+        task.shape = request.model_dump_json(exclude={"name"})
+        task.estimate = self.resources.estimate(request)
+        return task
+
     # ------------------------------------------------------------------ groups of identical requests
     def enqueue(self, task: Task) -> None:
         group = self.groups[task.queue].setdefault(task.shape, [])
@@ -118,6 +126,13 @@ class LoopState:
         else:  # a requeued victim keeps its place in line
             i = next(i for i, t in enumerate(group) if (t.submitted_at, t.seq) > key)
             group.insert(i, task)
+
+    def heads(self, leaf: int) -> list[Task]:
+        """The first task of each group of ``leaf`` (the first of all when the queue is strict-fifo)."""
+        heads = [g[0] for g in self.groups[leaf].values() if g]
+        if self.tree.nodes[leaf].spec.strict_fifo and heads:
+            return [min(heads, key=Task.order_key)]
+        return heads
 
     def dequeue(self, task: Task) -> None:
         groups = self.groups[task.queue]
