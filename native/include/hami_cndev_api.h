@@ -41,6 +41,8 @@ typedef enum {
     CNDEV_ERROR_NOT_FOUND = 14,
     CNDEV_ERROR_IN_USE = 15,
     CNDEV_ERROR_DUPLICATE = 16,
+    CNDEV_ERROR_TIMEOUT = 17,
+    CNDEV_ERROR_IN_PROBLEM = 18, /* "MLU device is in problem" (cndev.h of CNToolkit 3.x) */
 } cndevRet_t;
 
 typedef int32_t cndevDevice_t;

@@ -18,6 +18,8 @@
  * pcie = <bytes read> <bytes written> (in the last 20 ms), memory_temp
  * (default: the chip's temperature minus 3).
  *
+ * Faults made while the library is loaded (a device named by its uuid): native/fakes/common/fake_faults.h.
+ *
  * State file lines, rewritten under an exclusive flock on every change:
  *   profile <device> <profile_id> <quota> <memory_bytes>
  *   instance <device> <instance_id> <profile_id> <name>
@@ -32,6 +34,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "fake_faults.h"
 #include "hami_cndev_api.h"
 
 #define MAX_DEVICES 64
@@ -275,6 +278,20 @@ static void instance_uuid(const struct mlu *m, int id, char *out) {
     if (n >= 6) snprintf(out + n - 6, 7, "%06x", 0xa00000u | ((unsigned)id & 0xfffu));
 }
 
+/* What entry point `call` returns about device m under an injected fault (fake_faults.h), or SUCCESS. */
+static cndevRet_t injected(const struct mlu *m, const char *call) {
+    switch (hami_fake_fault(m->uuid, call)) {
+    case HAMI_FAULT_LOST: return CNDEV_ERROR_IN_PROBLEM; /* "MLU device is in problem": it stopped answering */
+    case HAMI_FAULT_ERROR: return CNDEV_ERROR_UNKNOWN;   /* "system function occur error": CNDev's catch-all */
+    default: return CNDEV_SUCCESS;
+    }
+}
+
+/* The device's health now: an injected "unhealthy" reads as in problem (CNDEV_HEALTH_STATE_DEVICE_IN_PROBLEM). */
+static int health_now(const struct mlu *m, const char *call) {
+    return hami_fake_fault(m->uuid, call) == HAMI_FAULT_UNHEALTHY ? CNDEV_HEALTH_STATE_DEVICE_IN_PROBLEM : m->health;
+}
+
 #define CHECK_VERSION(p)                                                 \
     if ((p)->version < 1 || (p)->version > CNDEV_VERSION_6) {            \
         pthread_mutex_unlock(&g_lock);                                   \
@@ -295,7 +312,12 @@ static void instance_uuid(const struct mlu *m, int id, char *out) {
         pthread_mutex_unlock(&g_lock);                                   \
         return CNDEV_ERROR_INVALID_DEVICE_ID;                            \
     }                                                                    \
-    struct mlu *m = &g_mlus[device];
+    struct mlu *m = &g_mlus[device];                                     \
+    cndevRet_t fault_ = injected(m, __func__);                           \
+    if (fault_ != CNDEV_SUCCESS) {                                       \
+        pthread_mutex_unlock(&g_lock);                                   \
+        return fault_;                                                   \
+    }
 
 #define LEAVE(rc)                      \
     do {                               \
@@ -321,6 +343,7 @@ const char *cndevGetErrorString(cndevRet_t errorId) {
         "success", "no driver", "driver version too low", "API version not supported", "not initialised",
         "invalid argument", "invalid device id", "unknown error", "malloc failed", "insufficient space",
         "not supported", "invalid link", "no devices", "no permission", "not found", "in use", "duplicate",
+        "timeout", "device in problem",
     };
     if ((int)errorId < 0 || (size_t)errorId >= sizeof names / sizeof names[0]) return "Cndev_ERROR not found!";
     return names[errorId];
@@ -404,8 +427,9 @@ cndevRet_t cndevGetCardHealthState(cndevCardHealthState_t *cardHealthState, cnde
     if (cardHealthState == NULL) return CNDEV_ERROR_INVALID_ARGUMENT;
     ENTER(device, m);
     CHECK_VERSION(cardHealthState);
-    cardHealthState->health = m->health;
-    cardHealthState->deviceState = m->health ? CNDEV_HEALTH_STATE_DEVICE_GOOD : CNDEV_HEALTH_STATE_DEVICE_IN_PROBLEM;
+    int health = health_now(m, __func__);
+    cardHealthState->health = health;
+    cardHealthState->deviceState = health ? CNDEV_HEALTH_STATE_DEVICE_GOOD : CNDEV_HEALTH_STATE_DEVICE_IN_PROBLEM;
     cardHealthState->driverState = m->driver_state;
     LEAVE(CNDEV_SUCCESS);
 }
@@ -646,7 +670,7 @@ cndevRet_t cndevCreateSMluInstanceByProfileId(cndevMluInstance_t *miHandle, unsi
     if (miHandle == NULL) return CNDEV_ERROR_INVALID_ARGUMENT;
     ENTER(device, m);
     if (!m->smlu) LEAVE(CNDEV_ERROR_NOT_SUPPORTED);
-    if (m->health != CNDEV_HEALTH_STATE_DEVICE_GOOD) LEAVE(CNDEV_ERROR_UNKNOWN);
+    if (health_now(m, __func__) != CNDEV_HEALTH_STATE_DEVICE_GOOD) LEAVE(CNDEV_ERROR_UNKNOWN);
     struct state *st = malloc(sizeof *st);
     if (st == NULL) LEAVE(CNDEV_ERROR_MALLOC);
     FILE *f = open_state(st);

@@ -18,6 +18,8 @@
  * <single-bit isolated pages> <double-bit isolated pages> (HBM, or DDR on a
  * chip without HBM).
  *
+ * Faults made while the library is loaded (a chip named "<card>:<device>"): native/fakes/common/fake_faults.h.
+ *
  * The vNPU state file holds one "vnpu <card> <device> <vdev_id> <template>"
  * line per instance.  Every create/destroy reads and rewrites it under an
  * exclusive flock, so instances persist across processes.
@@ -31,6 +33,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "fake_faults.h"
 #include "hami_dcmi_api.h"
 
 #define MAX_CHIPS 64
@@ -258,12 +261,34 @@ static const struct template_spec *find_template(const struct chip *c, const cha
     return NULL;
 }
 
-/* Every entry point starts here: load the fixture and find the chip. */
+static int chip_fault(const struct chip *c, const char *call) {
+    char name[32];
+    snprintf(name, sizeof name, "%d:%d", c->card, c->device);
+    return hami_fake_fault(name, call);
+}
+
+/* What entry point `call` returns about chip c under an injected fault (fake_faults.h), or DCMI_OK. */
+static int injected(const struct chip *c, const char *call) {
+    switch (chip_fault(c, call)) {
+    case HAMI_FAULT_LOST: return DCMI_ERR_CODE_DEVICE_NOT_EXIST; /* "the device does not exist" (return codes table) */
+    case HAMI_FAULT_ERROR: return DCMI_ERR_CODE_INNER_ERR;       /* "internal error": DCMI's catch-all */
+    default: return DCMI_OK;
+    }
+}
+
+/* The chip's health now: an injected "unhealthy" reads as 3, critical (what a chip whose HBM took an
+ * uncorrectable ECC error reports). */
+static unsigned int health_now(const struct chip *c, const char *call) {
+    return chip_fault(c, call) == HAMI_FAULT_UNHEALTHY ? 3u : c->health;
+}
+
+/* Every entry point starts here: load the fixture, find the chip, and meet any fault injected on it. */
 #define ENTER_CHIP(card_id, device_id, chip_var)                       \
     pthread_mutex_lock(&g_lock);                                       \
     int _rc = load_fixture();                                          \
     struct chip *chip_var = _rc == DCMI_OK ? find_chip(card_id, device_id) : NULL; \
     if (_rc == DCMI_OK && chip_var == NULL) _rc = DCMI_ERR_CODE_INVALID_DEVICE_ID; \
+    if (_rc == DCMI_OK) _rc = injected(chip_var, __func__);           \
     if (_rc != DCMI_OK) {                                              \
         pthread_mutex_unlock(&g_lock);                                 \
         return _rc;                                                    \
@@ -401,7 +426,7 @@ int dcmi_get_device_memory_info_v3(int card_id, int device_id, struct dcmi_get_m
 int dcmi_get_device_health(int card_id, int device_id, unsigned int *health) {
     if (health == NULL) return DCMI_ERR_CODE_INVALID_PARAMETER;
     ENTER_CHIP(card_id, device_id, c);
-    *health = c->health;
+    *health = health_now(c, __func__);
     LEAVE(DCMI_OK);
 }
 
@@ -531,7 +556,7 @@ int dcmi_create_vdevice(int card_id, int device_id, struct dcmi_create_vdev_res_
     name[TEMPLATE_NAME_LEN] = '\0';
     const struct template_spec *t = find_template(c, name);
     if (t == NULL) LEAVE(DCMI_ERR_CODE_INVALID_PARAMETER);
-    if (c->health >= 2) LEAVE(DCMI_ERR_CODE_DEVICE_NOT_EXIST);
+    if (health_now(c, __func__) >= 2) LEAVE(DCMI_ERR_CODE_DEVICE_NOT_EXIST);
     struct vnpu list[MAX_VNPUS];
     FILE *f = open_state();
     if (f == NULL) LEAVE(DCMI_ERR_CODE_INNER_ERR);

@@ -26,6 +26,7 @@
  *   unsupported = power temp util numa memory_v2 processes procutil   (these return NOT_SUPPORTED;
  *                                     procutil = nvmlDeviceGetProcessUtilization)
  *   lost = 1                          (every query but name/uuid/PCI returns GPU_IS_LOST)
+ *   (faults made while the library is loaded, a GPU named by its uuid: native/fakes/common/fake_faults.h)
  *   (monitoring fields -- clocks, PCIe, ECC, retired pages, remapped rows, energy, memory temperature,
  *   codec utilization, XID events, GPM tensor activity -- are keys of fake_nvml_fields.c, listed there)
  *   mig_refuse = <nvml code>          (instance creation returns this code)
@@ -58,8 +59,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_faults.h"
 #include "fake_nvml.h"
 #include "hami_fake_gpu.h"
+
+#ifndef NVML_ERROR_RESET_REQUIRED
+#define NVML_ERROR_RESET_REQUIRED 16 /* nvml.h */
+#endif
 
 #define MAX_GPUS 16
 #define MAX_PROFILES 16
@@ -524,20 +530,38 @@ static fake_ci *as_mig(nvmlDevice_t device) {
     return ci;
 }
 
-/* A physical GPU handle that is alive: SUCCESS, or the error to return. */
-static nvmlReturn_t live_gpu(nvmlDevice_t device, fake_gpu **out) {
+/* What entry point `call` returns about GPU g under an injected fault (fake_faults.h), or SUCCESS.  An
+ * identity query (name, uuid, PCI) still answers about a lost or failed GPU, as the driver keeps those. */
+static nvmlReturn_t injected(const fake_gpu *g, const char *call, int identity) {
+    switch (hami_fake_fault(g->uuid, call)) {
+    case HAMI_FAULT_LOST: /* XID 79, "fallen off the bus": NVML answers GPU_IS_LOST */
+        return identity ? NVML_SUCCESS : NVML_ERROR_GPU_IS_LOST;
+    case HAMI_FAULT_UNHEALTHY: /* an uncorrectable ECC error (XID 48/63): "GPU requires reset" */
+        return identity ? NVML_SUCCESS : NVML_ERROR_RESET_REQUIRED;
+    case HAMI_FAULT_ERROR: /* a hung or restarting driver: NVML's catch-all */
+        return NVML_ERROR_UNKNOWN;
+    default: return NVML_SUCCESS;
+    }
+}
+
+/* A physical GPU handle that is alive: SUCCESS, or the error entry point `call` returns. */
+static nvmlReturn_t live_gpu_at(nvmlDevice_t device, fake_gpu **out, const char *call) {
     nvmlReturn_t r = check_init();
     if (r) return r;
     fake_gpu *g = as_gpu(device);
     if (!g) return NVML_ERROR_INVALID_ARGUMENT;
     if (g->lost) return NVML_ERROR_GPU_IS_LOST;
+    r = injected(g, call, 0);
+    if (r) return r;
     *out = g;
     return NVML_SUCCESS;
 }
+#define live_gpu(device, out) live_gpu_at((device), (out), __func__)
 
-nvmlReturn_t hami_fake_nvml_gpu(nvmlDevice_t device, unsigned int *index, unsigned int *power_mw) {
+nvmlReturn_t hami_fake_nvml_gpu_at(nvmlDevice_t device, unsigned int *index, unsigned int *power_mw,
+                                   const char *call) {
     fake_gpu *g;
-    nvmlReturn_t r = live_gpu(device, &g);
+    nvmlReturn_t r = live_gpu_at(device, &g, call);
     if (r) return r;
     *index = g->index;
     *power_mw = g->no_power ? 0 : g->power_mw;
@@ -594,6 +618,7 @@ API const char *nvmlErrorString(nvmlReturn_t result) {
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires reset";
     case NVML_ERROR_IN_USE: return "In use by another client";
     case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
@@ -642,6 +667,8 @@ API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *devic
     for (unsigned int i = 0; i < g_ngpus; i++) {
         if (strcasecmp(g_gpus[i].uuid, uuid) != 0) continue;
         if (g_gpus[i].lost) return NVML_ERROR_GPU_IS_LOST;
+        r = injected(&g_gpus[i], __func__, 0);
+        if (r) return r;
         *device = (nvmlDevice_t)&g_gpus[i];
         return NVML_SUCCESS;
     }
@@ -665,6 +692,8 @@ API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevi
     for (unsigned int i = 0; i < g_ngpus; i++) {
         if (!parse_bus_id(g_gpus[i].bus_id, have) || memcmp(want, have, sizeof want) != 0) continue;
         if (g_gpus[i].lost) return NVML_ERROR_GPU_IS_LOST;
+        r = injected(&g_gpus[i], __func__, 0);
+        if (r) return r;
         *device = (nvmlDevice_t)&g_gpus[i];
         return NVML_SUCCESS;
     }
@@ -691,6 +720,7 @@ API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int
     fake_ci *ci = as_mig(device);
     fake_gpu *g = ci ? ci->gi->gpu : as_gpu(device);
     if (!g) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!ci && (r = injected(g, __func__, 1))) return r;
     if (ci) snprintf(buf, sizeof buf, "%s MIG %s", g->name, ci->gi->profile->name);
     else snprintf(buf, sizeof buf, "%s", g->name);
     if (strlen(buf) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -706,6 +736,7 @@ API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int
     fake_gpu *g = as_gpu(device);
     const char *value = ci ? ci->uuid : g ? g->uuid : NULL;
     if (!value) return NVML_ERROR_INVALID_ARGUMENT;
+    if (g && (r = injected(g, __func__, 1))) return r;
     if (strlen(value) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
     copy_str(uuid, length, value);
     return NVML_SUCCESS;
@@ -737,14 +768,17 @@ static void fill_pci_legacy(const fake_gpu *g, nvmlPciInfoLegacy_t *pci) {
     pci->pciSubSystemId = 0x16C110DE;
 }
 
-static nvmlReturn_t pci_gpu(nvmlDevice_t device, fake_gpu **out) {
+static nvmlReturn_t pci_gpu_at(nvmlDevice_t device, fake_gpu **out, const char *call) {
     nvmlReturn_t r = check_init();
     if (r) return r;
     fake_gpu *g = as_gpu(device);
     if (!g) return NVML_ERROR_INVALID_ARGUMENT;
+    r = injected(g, call, 1);
+    if (r) return r;
     *out = g;
     return NVML_SUCCESS;
 }
+#define pci_gpu(device, out) pci_gpu_at((device), (out), __func__)
 
 #ifndef HAMI_FAKE_NVML_OLD
 API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {

@@ -81,16 +81,17 @@ int hami_fake_nvml_field(unsigned int gpu, const char *key, const char *value) {
     return 1;
 }
 
-/* The fields of a live GPU: SUCCESS, or the error to return. */
-static nvmlReturn_t fields_of(nvmlDevice_t device, fields **out, unsigned int *power_mw) {
+/* The fields of a live GPU: SUCCESS, or the error entry point `call` returns. */
+static nvmlReturn_t fields_at(nvmlDevice_t device, fields **out, unsigned int *power_mw, const char *call) {
     unsigned int index, power;
-    nvmlReturn_t r = hami_fake_nvml_gpu(device, &index, &power);
+    nvmlReturn_t r = hami_fake_nvml_gpu_at(device, &index, &power, call);
     if (r) return r;
     if (index >= MAX_GPUS) return NVML_ERROR_INVALID_ARGUMENT;
     *out = &g_fields[index];
     if (power_mw) *power_mw = power;
     return NVML_SUCCESS;
 }
+#define fields_of(device, out, power_mw) fields_at((device), (out), (power_mw), __func__)
 
 #define FIELDS_OR_RETURN(device, has, power)                  \
     fields *f;                                                \
