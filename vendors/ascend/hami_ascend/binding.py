@@ -209,6 +209,13 @@ ERROR_NAMES: dict[int, str] = {
     -8255: "DCMI_ERR_CODE_NOT_SUPPORT",
 }
 NOT_SUPPORTED = (-8255, -8013)
+DEVICE_LOST = (-8008,)
+"""DCMI_ERR_CODE_DEVICE_NOT_EXIST: the chip stopped answering (gone from the bus, or its driver lost it)."""
+
+
+def device_lost(exc: VendorLibraryError) -> bool:
+    """Whether a failed call says the chip itself is gone, not that this one call failed."""
+    return exc.code in DEVICE_LOST
 
 UTIL_AICORE = 2
 UTIL_AICPU = 3

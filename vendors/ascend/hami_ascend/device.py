@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hami_ascend.binding import UTIL_AICORE, UTIL_AICPU, Dcmi
+from hami_ascend.binding import UTIL_AICORE, UTIL_AICPU, Dcmi, device_lost
 from hami_devices.device import Device, DeviceReadings
 from hami_devices.errors import VendorLibraryError
 from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue, fields
@@ -58,8 +58,9 @@ class AscendDevice(Device):
         health: Health | None
         try:
             health = health_of(self.dcmi.health(card, dev))
-        except VendorLibraryError:
-            health = None
+        except VendorLibraryError as exc:
+            # a lost chip is news about its health; any other failed call says nothing about it
+            health = Health.UNHEALTHY if device_lost(exc) else None
         try:
             memory = self.dcmi.memory(card, dev)
             used: MetricValue = float(memory.used_mb)

@@ -194,8 +194,12 @@ ERROR_NAMES: dict[int, str] = {
     14: "CNDEV_ERROR_NOT_FOUND",
     15: "CNDEV_ERROR_IN_USE",
     16: "CNDEV_ERROR_DUPLICATE",
+    17: "CNDEV_ERROR_TIMEOUT",
+    18: "CNDEV_ERROR_IN_PROBLEM",
 }
 NOT_SUPPORTED = 10
+DEVICE_LOST = (18,)
+"""CNDEV_ERROR_IN_PROBLEM: the MLU itself is in trouble and stopped answering."""
 INSUFFICIENT_SPACE = 9
 NOT_FOUND = 14
 DUPLICATE = 16
@@ -205,6 +209,11 @@ MIB = 1024 * 1024
 
 ffi = FFI()
 ffi.cdef(CDEF)
+
+
+def device_lost(exc: VendorLibraryError) -> bool:
+    """Whether a failed call says the MLU itself is gone, not that this one call failed."""
+    return exc.code in DEVICE_LOST
 
 
 def _text(data: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hami_cambricon.binding import Cndev
+from hami_cambricon.binding import Cndev, device_lost
 from hami_devices.device import Device, DeviceReadings
 from hami_devices.errors import VendorLibraryError
 from hami_devices.models import NOT_AVAILABLE, DeviceInfo, Health, MetricValue, fields
@@ -36,8 +36,9 @@ class CambriconDevice(Device):
         health: Health | None
         try:
             health = Health.HEALTHY if self.cndev.health(handle).good else Health.UNHEALTHY
-        except VendorLibraryError:
-            health = None
+        except VendorLibraryError as exc:
+            # a lost MLU is news about its health; any other failed call says nothing about it
+            health = Health.UNHEALTHY if device_lost(exc) else None
         return DeviceReadings(
             memory_used_mib=_metric(lambda: self.cndev.memory_mb(handle)[1]),
             utilization_pct=_metric(lambda: self.cndev.utilization(handle)),
