@@ -320,12 +320,15 @@ def resolve_target(
             if workload is not None:
                 chosen = dataclasses.replace(chosen, workload=workload)
         if hardware and fake_hardware(adapter, probe):
-            # the fake library's own files: facts the adapter's objects cannot bend
+            # the fake library's own files: facts the adapter's objects cannot bend, and its fault hook
+            from hami_conformance.fake_faults import fake_library_faults
             from hami_conformance.fixture_facts import fixture_facts
             from hami_conformance.state_partitions import state_partition_reader
 
             if chosen.facts is None:
                 chosen = dataclasses.replace(chosen, facts=fixture_facts(adapter))
+            if chosen.faults is None:
+                chosen = dataclasses.replace(chosen, faults=fake_library_faults(adapter))
             if chosen.hardware_partitions is None:
                 chosen = dataclasses.replace(chosen, hardware_partitions=state_partition_reader(adapter))
         if chosen.hardware_partitions is None and hardware:

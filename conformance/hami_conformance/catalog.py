@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
@@ -11,7 +12,10 @@ from typing import Any
 
 import yaml
 
+from hami_conformance.profile import Profile
 from hami_devices.adapter import Capability
+
+PROFILE_HOOKS = tuple(f.name for f in dataclasses.fields(Profile))
 
 
 class Level(StrEnum):
@@ -27,6 +31,10 @@ class CheckSpec:
     capability: Capability | None = None
     catches: str = ""
     """The class of adapter bug the check exists for (CHECKS.md prints it)."""
+    needs: str | None = None
+    """The Profile hook the check runs through (e.g. ``faults``): without it the check is N/A with the
+    reason, and that N/A holds back no level - the suite cannot make the event without the adapter's
+    library; a run that has the hook must pass it."""
 
     @property
     def group(self) -> str:
@@ -58,9 +66,12 @@ def parse_catalog(data: Any) -> list[CheckSpec]:
         where = f"checks[{n}]"
         if not isinstance(entry, dict):
             raise ValueError(f"catalog {where}: expected a mapping")
-        unknown = set(entry) - {"id", "level", "requirement", "capability", "catches"}
+        unknown = set(entry) - {"id", "level", "requirement", "capability", "catches", "needs"}
         if unknown:
             raise ValueError(f"catalog {where}: unknown keys {sorted(unknown)}")
+        needs = entry.get("needs")
+        if needs is not None and needs not in PROFILE_HOOKS:
+            raise ValueError(f"catalog {where}: needs {needs!r} is not a Profile field ({', '.join(PROFILE_HOOKS)})")
         check_id = str(entry.get("id", ""))
         if not check_id or check_id in seen:
             raise ValueError(f"catalog {where}: missing or duplicate id {check_id!r}")
@@ -73,6 +84,7 @@ def parse_catalog(data: Any) -> list[CheckSpec]:
                 requirement=" ".join(str(entry["requirement"]).split()),
                 capability=Capability(capability) if capability else None,
                 catches=" ".join(str(entry.get("catches", "")).split()),
+                needs=needs,
             )
         )
     return specs

@@ -10,7 +10,10 @@ HEADER = """# Conformance checks
 Generated from `hami_conformance/catalog.yaml` (suite {version}) by `python -m hami_conformance.docs`;
 do not edit by hand.  A check with a capability is N/A, with the reason, for an adapter that does not
 declare that capability; for an adapter that declares it, a check that cannot run fails (only the
-operator's configuration, such as `isolation-level: none`, may switch one off).  A MUST failure fails
+operator's configuration, such as `isolation-level: none`, may switch one off).  A check that needs a
+profile hook (`Profile.faults`) is N/A, with the reason, where the adapter's profile does not give it,
+and holds back no level: the suite cannot make that event happen without the adapter's library; with
+the hook it must pass like any other.  A MUST failure fails
 certification; a SHOULD failure is reported only.  Every check compares the adapter with facts it
 cannot bend: the devices as discovery reported them, the ledger, the limiter regions, the catalog.
 
@@ -38,7 +41,8 @@ def render() -> str:
         if spec.group != group:
             group = spec.group
             lines += ["", f"## {group}", "", f"| {' | '.join(COLUMNS)} |", "|---" * len(COLUMNS) + "|"]
-        lines.append(f"| `{spec.id}` | {spec.level} | {spec.capability or ''} | {spec.requirement} | {spec.catches} |")
+        applies = spec.capability or (f"needs `Profile.{spec.needs}`" if spec.needs else "")
+        lines.append(f"| `{spec.id}` | {spec.level} | {applies} | {spec.requirement} | {spec.catches} |")
     return "\n".join(lines) + "\n"
 
 

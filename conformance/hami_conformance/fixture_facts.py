@@ -19,7 +19,7 @@ FactsReader = Callable[[Device], "Mapping[str, object] | None"]
 """A device's readings as an independent source states them (Metrics field -> value); None: unknown device."""
 
 
-def _blocks(path: Path, header: str) -> list[dict[str, str]]:
+def fixture_blocks(path: Path, header: str) -> list[dict[str, str]]:
     blocks: list[dict[str, str]] = []
     for raw in path.read_text().splitlines():
         line = raw.split("#", 1)[0].strip()
@@ -63,7 +63,7 @@ def fixture_facts(adapter: VendorAdapter) -> FactsReader | None:
         return None
     variable, header, readings = known
     path = Path(os.environ[variable])
-    by_uuid = {b["uuid"]: readings(b) for b in _blocks(path, header) if "uuid" in b}
+    by_uuid = {b["uuid"]: readings(b) for b in fixture_blocks(path, header) if "uuid" in b}
 
     def read(device: Device) -> Mapping[str, object] | None:
         for uuid, facts in by_uuid.items():

@@ -49,7 +49,8 @@ class LevelResult:
 
 def level_results(results: list[CheckResult], capabilities: set[str]) -> list[LevelResult]:
     """Each level: claimed when its capability is declared (the core always), earned when every
-    MUST check of it that applies passed.  N/A and not-run checks do not earn a level."""
+    MUST check of it that applies passed.  N/A and not-run checks do not earn a level, except a
+    check that needs a profile hook the adapter does not give (it does not apply)."""
     out = []
     for level in load_levels():
         claimed = level.capability is None or str(level.capability) in capabilities
@@ -62,6 +63,7 @@ def level_results(results: list[CheckResult], capabilities: set[str]) -> list[Le
             if r.spec.level == Level.MUST
             and level_of(r.spec) is level
             and (r.spec.capability is None or str(r.spec.capability) in capabilities)
+            and not (r.spec.needs is not None and r.result == NA)
         ]
         missing = [f"{r.spec.id} {r.result}" for r in applicable if r.result in (FAIL, NA)]
         not_run = sum(r.result == NOT_RUN for r in applicable)
