@@ -34,76 +34,11 @@ from hami_devices.ledger.changes import Change, follows_on, trim_below
 from hami_devices.ledger.event_query import events_query
 from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, UsageSample
 from hami_devices.ledger.paths import default_busy_timeout
+from hami_devices.ledger.sqlite_schema import MIGRATIONS as MIGRATIONS  # imported from here before
+from hami_devices.ledger.sqlite_schema import SCHEMA_VERSION as SCHEMA_VERSION
+from hami_devices.ledger.sqlite_schema import schema_version as schema_version
 from hami_devices.ledger.turns import WriterTurns
 from hami_devices.models import DeviceHandle, Grant
-
-SCHEMA_VERSION = 3
-"""``PRAGMA user_version`` of a ledger this release writes; readers check it before anything else."""
-
-_SCHEMA_V1 = """
-CREATE TABLE IF NOT EXISTS allocations (
-    id TEXT PRIMARY KEY,
-    body TEXT NOT NULL,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS grants (
-    handle_id TEXT NOT NULL REFERENCES allocations(id) ON DELETE CASCADE,
-    uuid TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS grants_by_uuid ON grants(uuid);
-"""
-
-# AUTOINCREMENT: a seq is never reused, even after old events are pruned, so a follower
-# that remembers the last seq it printed can never skip or repeat one.
-_SCHEMA_V2 = """
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    time REAL NOT NULL,
-    kind TEXT NOT NULL,
-    allocation_id TEXT,
-    uuid TEXT,
-    node TEXT,
-    data TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_by_allocation ON events(allocation_id, seq);
-CREATE INDEX IF NOT EXISTS events_by_time ON events(time);
-CREATE TABLE IF NOT EXISTS observations (
-    key TEXT PRIMARY KEY,
-    observed_at REAL NOT NULL,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS usage (
-    bucket REAL NOT NULL,
-    allocation_id TEXT NOT NULL,
-    uuid TEXT NOT NULL,
-    seconds REAL NOT NULL,
-    memory_mib_seconds REAL NOT NULL,
-    utilization_seconds REAL NOT NULL,
-    utilization_ratio_seconds REAL NOT NULL,
-    PRIMARY KEY (bucket, allocation_id, uuid)
-);
-"""
-
-# AUTOINCREMENT: a generation is never handed out again once the log is trimmed (see ``ledger.changes``)
-_SCHEMA_V3 = """
-CREATE TABLE IF NOT EXISTS allocation_changes (
-    generation INTEGER PRIMARY KEY AUTOINCREMENT,
-    handle_id TEXT NOT NULL,
-    added INTEGER NOT NULL
-);
-"""
-
-MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
-"""Version -> the DDL that brings a file from the version before it (idempotent)."""
-
-
-def schema_version(conn: sqlite3.Connection) -> int:
-    """The file's schema version; 1 for files written before versions were recorded."""
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version == 0 and conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'allocations'").fetchone():
-        return 1
-    return version
 
 
 def _event_from_row(row: Sequence[Any]) -> Event:

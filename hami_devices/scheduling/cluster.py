@@ -10,7 +10,7 @@ answers and rule masks kept between decisions in ``plans``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hami_devices.accounting import DeviceUsage
@@ -20,6 +20,7 @@ from hami_devices.rounding import GrantRule
 from hami_devices.rules import NODE_RULES, USAGE_CODES, HostDemand, Rule, check_grant, failures
 from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
 from hami_devices.scheduling.bookings import Booking, PlacementState, takes_none
+from hami_devices.scheduling.mirroring import LedgerMirror
 from hami_devices.scheduling.plans import Plans
 from hami_devices.scheduling.tables import UNBOUNDED, NodeState
 
@@ -41,7 +42,7 @@ __all__ = [
 _HOST_LIMITS = tuple(r for r in NODE_RULES if r.limit is not None)
 
 
-class ClusterState(Plans):
+class ClusterState(LedgerMirror, Plans):
     """Nodes, devices and what the bookings hold, as arrays (see ``Tables`` for the columns)."""
 
     def __init__(
@@ -266,88 +267,6 @@ class ClusterState(Plans):
     def unbook(self, handle: DeviceHandle | str) -> Booking:
         """Forget a mirrored allocation after its release."""
         return self.forget(handle if isinstance(handle, str) else handle.id)
-
-    def sync(self, handles: Iterable[DeviceHandle], *, partial: bool = False) -> None:
-        """Make the confirmed bookings exactly ``handles`` (a ledger's, after a restart or a missed event).
-
-        Assumed placements that are not yet in the ledger are kept.  With ``partial`` the
-        cluster holds only some of the ledger's devices: grants on the others are ignored.
-        Allocations that break a limit are booked all the same (see ``book``).
-        """
-        live = {h.id: h for h in handles}
-        self.follow(list(live), live.__getitem__, partial=partial)
-
-    def follow(
-        self, ids: Sequence[str], fetch: Callable[[str], DeviceHandle], *, partial: bool = False
-    ) -> int:
-        """``sync`` to the allocations ``ids`` (in the ledger's order), fetching only those not booked yet;
-        returns how many were fetched.
-
-        The one way a cluster state is brought in step with a ledger: a reader inside a ledger
-        transaction passes its allocation ids and its ``get``, so a commit decodes only what
-        changed since the last one.  Booking identity is the allocation id.
-        """
-        fetched = 0
-        live = set(ids)
-        for booking in list(self.bookings.values()):
-            if booking.state == PlacementState.CONFIRMED and booking.id not in live:
-                self.forget(booking.id)
-        self._elsewhere &= live
-        for handle_id in ids:
-            held = self.bookings.get(handle_id)
-            if held is not None:
-                held.state = PlacementState.CONFIRMED
-            elif handle_id not in self._elsewhere:
-                self.mirror(fetch(handle_id), partial=partial)
-                fetched += 1
-        return fetched
-
-    def follow_changes(
-        self, changes: Sequence[tuple[str, bool]], fetch: Callable[[str], DeviceHandle], *, partial: bool = False
-    ) -> int:
-        """``follow`` by what changed instead of by every id: ``changes`` are (allocation id, added) in the
-        ledger's order since this state was last in step with it; returns how many allocations were fetched.
-
-        An id removed and added again is fetched again (another writer may have reused it), one added
-        then removed is never fetched, and an assumed placement the ledger now holds becomes confirmed.
-        """
-        last: dict[str, bool] = {}
-        removed: set[str] = set()
-        for handle_id, added in changes:
-            last.pop(handle_id, None)  # kept in the order of each id's last change
-            last[handle_id] = added
-            if not added:
-                removed.add(handle_id)
-        fetched = 0
-        for handle_id, added in last.items():
-            held = self.bookings.get(handle_id)
-            if handle_id in removed:
-                self._elsewhere.discard(handle_id)
-                if held is not None and held.state == PlacementState.CONFIRMED:
-                    self.forget(handle_id)
-                    held = None
-            if not added:
-                continue
-            if held is not None:
-                held.state = PlacementState.CONFIRMED
-            elif handle_id not in self._elsewhere:
-                self.mirror(fetch(handle_id), partial=partial)
-                fetched += 1
-        return fetched
-
-    def mirror(self, handle: DeviceHandle, *, partial: bool = False, verified: bool = False) -> None:
-        """Book a ledger allocation (see ``book``); with ``partial`` only its grants on this cluster's devices,
-        and nothing when it has none here."""
-        if not partial:
-            self.book(handle, verified=verified)
-            return
-        grants = [g for g in handle.grants if g.uuid in self.uuid_index]
-        if grants:
-            self.book(handle.model_copy(update={"grants": grants}), verified=verified)
-        elif not handle.grants and handle.node in self.nodes:  # a host-only allocation on a node here
-            self.book(handle, verified=verified)
-        else:
-            self._elsewhere.add(handle.id)  # on devices of another cluster: asked once, not at every follow
 
     def confirm(self, booking_id: str) -> Booking:
         booking = self._booking(booking_id)

@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     (  # 4. allocation, release, ledgers
         "hami_devices.assembly", "hami_devices.device_sets", "hami_devices.allocation", "hami_devices.releasing",
         "hami_devices.lifecycle", "hami_devices.engine_config", "hami_devices.committing",
-        "hami_devices.handoff",
+        "hami_devices.handoff", "hami_devices.following",
     ),
     ("hami_devices",),  # the package facade: the public names of the layers above, for everything below
     (  # 5. consumers
