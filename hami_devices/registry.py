@@ -11,10 +11,13 @@ import os
 import threading
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from hami_devices.adapter import Probe, VendorAdapter
 from hami_devices.config import HamiConfig
 from hami_devices.errors import DeviceUnavailable
+from hami_devices.inputs import as_config
 from hami_devices.plugins import VENDOR_NAMESPACE, PluginFailure, load_plugins
 
 
@@ -68,18 +71,24 @@ def resolve_path_variables(environ: MutableMapping[str, str] | None = None) -> N
     environ.update(path_variables(environ))
 
 
-def load_vendors(names: Iterable[str] | None = None, config: HamiConfig | None = None) -> VendorRegistry:
+def load_vendors(
+    names: Iterable[str] | None = None, config: HamiConfig | Mapping[str, Any] | str | Path | None = None
+) -> VendorRegistry:
     """Instantiate every registered vendor adapter (or the named ones); relative library and fixture
     paths in the environment are made absolute first (``resolve_path_variables``).
 
     Args:
         names: entry-point names in ``hami_devices.vendors`` to load; omitted: all of them.
-        config: the configuration each adapter is built with; omitted: the defaults.
+        config: the configuration each adapter is built with, as every entry point takes it: a
+            ``HamiConfig``, a mapping of its keys or the path of its YAML file; omitted: the defaults.
+            Anything else is an ``InvalidConfig`` naming ``config``.
 
     Returns:
         The adapters that loaded, by name, and the plugins that did not, each with its error: a plugin that
         fails to import or to build never takes the others down (``hami-devices vendors`` prints both).
     """
+    if config is not None:
+        config = as_config(config)
     resolve_path_variables()
     plugins, failures = load_plugins(VENDOR_NAMESPACE, names)
     registry = VendorRegistry(failures=failures)

@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 import hami_devices as hd
+from hami_devices.kubernetes.dra.allocator import DraAllocator
+from hami_devices.kubernetes.dra.publish import publish_inventory
 from hami_devices.queueing.loop import AdmissionLoop
 from hami_devices.queueing.spec import parse_queues
+from hami_devices.scheduler import Engine
 
 REQUEST = {"name": "r", "parts": [{"memory_mib": 2048, "cores": 20, "models": ["T4"]}]}
 CONFIG = {"scheduler": {"policy": "spread"}, "device-plugin": {"split-count": 4}}
@@ -19,7 +22,7 @@ CONFIG_YAML = "scheduler:\n  policy: spread\ndevice-plugin:\n  split-count: 4\n"
 
 
 @pytest.fixture(scope="module")
-def engine(small_inventory: Path) -> hd.Engine:
+def engine(small_inventory: Path) -> Engine:
     return hd.build_engine(small_inventory)
 
 
@@ -37,12 +40,21 @@ def test_every_config_form_gives_the_same_configuration(small_inventory: Path, t
         assert {d.info.split_count for d in devices} == {4}, config
 
 
+def test_load_vendors_and_the_dra_allocator_take_every_config_form(small_inventory: Path, tmp_path: Path) -> None:
+    published = publish_inventory(small_inventory)
+    for config in config_forms(tmp_path):
+        registry = hd.load_vendors(["nvidia"], config=config)
+        assert registry.adapters["nvidia"].config.device_plugin.split_count == 4, config
+        allocator = DraAllocator(published, config, registry=registry)
+        assert allocator.engine.policy.name == "spread", config
+
+
 def test_admission_loop_takes_a_config_mapping(small_inventory: Path) -> None:
     loop = AdmissionLoop.from_config(small_inventory, parse_queues({"queues": [{"name": "q"}]}), CONFIG)
     assert loop.engine.policy.name == "spread"
 
 
-def test_every_request_form_gives_the_same_decision(engine: hd.Engine) -> None:
+def test_every_request_form_gives_the_same_decision(engine: Engine) -> None:
     model = hd.ResourceRequest.model_validate(REQUEST)
     for method in ("place", "try_place", "schedule"):
         as_mapping = getattr(engine, method)(REQUEST)
@@ -68,10 +80,12 @@ def test_hd_allocate_takes_both_forms(small_inventory: Path) -> None:
     hd.release(second)
 
 
-WRONG: list[tuple[str, Callable[[Path, hd.Engine], Any], type[hd.HamiError], str]] = [
+WRONG: list[tuple[str, Callable[[Path, Engine], Any], type[hd.HamiError], str]] = [
     ("discover config", lambda inv, e: hd.discover(inv, config=3), hd.InvalidConfig, "config"),
     ("discover inventory", lambda inv, e: hd.discover(42), hd.InvalidRequest, "inventory"),
     ("build_engine config", lambda inv, e: hd.build_engine(inv, ["spread"]), hd.InvalidConfig, "config"),
+    ("load_vendors config", lambda inv, e: hd.load_vendors(config=3), hd.InvalidConfig, "config"),  # type: ignore[arg-type]
+    ("DraAllocator config", lambda inv, e: DraAllocator([], config=3), hd.InvalidConfig, "config"),  # type: ignore[arg-type]
     ("build_engine inventory", lambda inv, e: hd.build_engine({"nodes": []}), hd.InvalidRequest, "inventory"),
     ("engine.place", lambda inv, e: e.place(42), hd.InvalidRequest, "<request>"),
     ("engine.rank", lambda inv, e: e.rank("parts: []"), hd.InvalidRequest, "<request>"),
@@ -88,9 +102,9 @@ WRONG: list[tuple[str, Callable[[Path, hd.Engine], Any], type[hd.HamiError], str
 @pytest.mark.parametrize(("entry", "call", "error", "field"), WRONG, ids=[w[0] for w in WRONG])
 def test_a_wrong_type_names_the_argument(
     small_inventory: Path,
-    engine: hd.Engine,
+    engine: Engine,
     entry: str,
-    call: Callable[[Path, hd.Engine], Any],
+    call: Callable[[Path, Engine], Any],
     error: type[hd.HamiError],
     field: str,
 ) -> None:
