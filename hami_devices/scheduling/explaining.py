@@ -190,6 +190,10 @@ def refusal(
     permanent = not could_fit(cluster, request, fits)
     counts = found.counts()
     unmatched_only = all(n == 0 or code in UNMATCHED for code, n in counts.items() if code in DEVICE_CODES)
+    no_node = _no_node(found, request)
+    if no_node:
+        return InsufficientResources(f"no placement for {label}: {no_node}", found, permanent=permanent,
+                                     unmatched=UNMATCHED)
     if request.parts and unmatched_only and not any(rows.size for rows in have):
         headline = f"no device is {' + '.join(_asked(p) for p in request.parts)}"
     elif request.parts:
@@ -313,4 +317,32 @@ def nearest(
     rows = np.flatnonzero((share > 0) & (c.name_rank() < len(c.nodes)))  # named nodes rank first
     order = rows[np.lexsort((c.name_rank()[rows], codes[rows], -share[rows]))]
     candidates = order[:NEAREST].tolist()
-    return [f"{c.node_names[r]} ({int(counts[r])}/{request.device_count} devices)" for r in candidates]
+    return [f"{c.node_names[r]} ({int(counts[r])}/{request.device_count} devices{_node_note(found, r)})"
+            for r in candidates]
+
+
+def _node_note(found: ArrayExplanation, row: int) -> str:
+    """What a nearest node fails of its own rules (selector, taints, schedulable, host CPU and memory), said
+    beside its device count: the count alone would hide it."""
+    at = np.flatnonzero(found.node_rows == row)
+    if at.size == 0:
+        return ""
+    own = [str(NODE_ORDER[k]) for k in np.flatnonzero(found.node_flags[at[0], :_DEVICES_SHORT]).tolist()]
+    return f", but the node fails {', '.join(own)}" if own else ""
+
+
+def _no_node(found: ArrayExplanation, request: ResourceRequest) -> str:
+    """What every node fails of its own rules, said as what no node has ("" when some node passes them all):
+    then no node's devices matter, and listing the nodes nearest by devices would only mislead."""
+    if found.node_rows.size == 0:
+        return ""
+    every = [NODE_ORDER[k] for k in np.flatnonzero(found.node_flags[:, :_DEVICES_SHORT].all(axis=0)).tolist()]
+    said = {
+        ReasonCode.NODE_SELECTOR_MISMATCH: "no node matches the node selector "
+        + ", ".join(f"{k}={v}" for k, v in sorted(request.node_selector.items())),
+        ReasonCode.NODE_TAINT_NOT_TOLERATED: "no node without a taint it does not tolerate",
+        ReasonCode.NODE_UNSCHEDULABLE: "no schedulable node",
+        ReasonCode.NODE_INSUFFICIENT_CPU: f"no node with {request.host_cpu_milli}m CPU free",
+        ReasonCode.NODE_INSUFFICIENT_MEMORY: f"no node with {_amount(request.host_memory_mib)} of host memory free",
+    }
+    return "; ".join(said[code] for code in every if code in said)
