@@ -8,8 +8,6 @@ parameters are declared as ``int``, which is what they are in the ABI.
 
 from __future__ import annotations
 
-import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 from cffi import FFI
 
 from hami_devices.errors import VendorLibraryError
+from hami_devices.vendor_library import LibraryLoader
 
 VENDOR = "ascend"
 LIBRARY_ENV = "HAMI_DCMI_LIBRARY"
@@ -440,33 +439,11 @@ class Dcmi:
         self._call("dcmi_set_destroy_vdevice", card, device, vdev_id)
 
 
-def candidates() -> list[str]:
-    """Where to look for libdcmi, in order; an explicit override is the only candidate."""
-    override = os.environ.get(LIBRARY_ENV)
-    if override:
-        return [override]
-    return [str(Path(d) / LIBRARY_NAME) for d in SEARCH_DIRS] + [LIBRARY_NAME]
+def _installed() -> list[str]:
+    """Where the Ascend driver installs the library; an override comes first."""
+    return [str(Path(d) / LIBRARY_NAME) for d in SEARCH_DIRS]
 
 
-_loaded: dict[str, Dcmi] = {}
-_lock = threading.Lock()
-
-
-def load() -> Dcmi:
-    """The first candidate that loads and initialises; ``OSError`` or ``VendorLibraryError`` otherwise."""
-    problems: list[str] = []
-    with _lock:
-        for path in candidates():
-            if path in _loaded:
-                return _loaded[path]
-            if os.sep in path and not Path(path).exists():
-                problems.append(f"{path}: not found")
-                continue
-            try:
-                lib = Dcmi(path)
-            except OSError as exc:
-                problems.append(f"{path}: {exc}")
-                continue
-            _loaded[path] = lib
-            return lib
-    raise OSError(f"{LIBRARY_NAME} not loadable ({'; '.join(problems[-3:])})")
+_LOADER = LibraryLoader(LIBRARY_NAME, LIBRARY_ENV, _installed, Dcmi)
+candidates = _LOADER.candidates
+load = _LOADER.load

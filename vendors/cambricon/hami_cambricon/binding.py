@@ -9,7 +9,6 @@ CNDev struct starts with an API ``version`` that the caller sets.
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from cffi import FFI
 
 from hami_devices.errors import VendorLibraryError
+from hami_devices.vendor_library import LibraryLoader
 
 VENDOR = "cambricon"
 LIBRARY_ENV = "HAMI_CNDEV_LIBRARY"
@@ -439,36 +439,13 @@ class Cndev:
             ]
 
 
-def candidates() -> list[str]:
-    """Where to look for libcndev, in order; an explicit override is the only candidate."""
-    override = os.environ.get(LIBRARY_ENV)
-    if override:
-        return [override]
+def _installed() -> list[str]:
+    """Where the Neuware toolkit installs the library; an override comes first."""
     homes = [os.environ.get("NEUWARE_HOME", ""), DEFAULT_NEUWARE]
     dirs = [str(Path(h) / sub) for h in homes if h for sub in ("lib64", "lib")]
-    paths = [str(Path(d) / LIBRARY_NAME) for d in dict.fromkeys(dirs)]
-    return [*paths, LIBRARY_NAME]
+    return [str(Path(d) / LIBRARY_NAME) for d in dict.fromkeys(dirs)]
 
 
-_loaded: dict[str, Cndev] = {}
-_lock = threading.Lock()
-
-
-def load() -> Cndev:
-    """The first candidate that loads and initialises; ``OSError`` or ``VendorLibraryError`` otherwise."""
-    problems: list[str] = []
-    with _lock:
-        for path in candidates():
-            if path in _loaded:
-                return _loaded[path]
-            if os.sep in path and not Path(path).exists():
-                problems.append(f"{path}: not found")
-                continue
-            try:
-                lib = Cndev(path)
-            except OSError as exc:
-                problems.append(f"{path}: {exc}")
-                continue
-            _loaded[path] = lib
-            return lib
-    raise OSError(f"{LIBRARY_NAME} not loadable ({'; '.join(problems[-3:])})")
+_LOADER = LibraryLoader(LIBRARY_NAME, LIBRARY_ENV, _installed, Cndev)
+candidates = _LOADER.candidates
+load = _LOADER.load
