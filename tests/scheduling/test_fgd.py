@@ -59,6 +59,27 @@ def _fragmentation(gpus: list[fgd_paper.Gpu], cpu: int, mem: int, mix: list[fgd_
     return fgd_paper.node_fragmentation(gpus, cpu, mem, mix)
 
 
+
+@pytest.mark.parametrize(
+    ("cap", "at_least", "memory_mib", "percent", "expected"),
+    [
+        (16_000, 200, 4_000, None, 250),  # memory is scarcer: 4000 / 16000 of the device
+        (16_000, 300, 4_000, None, 300),  # cores are scarcer: 30 % of the cores
+        (15_360, 0, 1_000, None, 66),  # 1000 / 15360 = 0.0651...: rounded up, never under what was asked
+        (16_000, 0, None, 33.3, 333),  # a percentage of any device: 33.3 % is 333, float noise does not make 334
+        (16_000, 1000, 1_000, None, 1000),  # exclusive: the whole device
+        (16_000, 0, 40_000, None, 1000),  # never more than the whole device
+        (16_000, 150, None, None, 150),  # no memory given here: the cores alone
+    ],
+)
+def test_a_shares_thousandths_are_its_scarcer_resource_rounded_up(
+    cap: int, at_least: int, memory_mib: int | None, percent: float | None, expected: int
+) -> None:
+    assert int(fgd.thousandths(cap, at_least, memory_mib, percent)) == expected
+    many = fgd.thousandths(np.array([cap, cap]), at_least, memory_mib, percent)
+    assert many.tolist() == [expected, expected]
+
+
 def test_host_memory_counts_as_fragmentation(make_cluster: ClusterFactory) -> None:
     """One shape: a whole GPU, 1 core and 4 GiB of host memory (expected values from FGD's definition)."""
     shapes = [{"cpu_milli": 1000, "gpu_milli": 1000, "num_gpu": 1, "host_memory_mib": 4096}]
