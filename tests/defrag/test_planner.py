@@ -55,7 +55,7 @@ def _put(cluster: ClusterState, request: ResourceRequest, uuid: str) -> Booking:
     mask[cluster.row(uuid)] = True
     placement = engine.try_place(request, candidates=[mask])
     assert placement is not None
-    return engine.book(placement)
+    return engine.assume(placement)
 
 
 def _min_moves_to_free_one_device(held: dict[str, list[int]], movable: dict[str, list[bool]]) -> int | None:
