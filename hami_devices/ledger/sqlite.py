@@ -51,6 +51,7 @@ def _event_from_row(row: Sequence[Any]) -> Event:
 class _SqliteView(LedgerView):
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self._newest: int | None = None  # the generation this transaction's last change took
 
     def grants_on(self, uuid: str) -> list[Grant]:
         rows = self._conn.execute("SELECT body FROM grants WHERE uuid = ?", (uuid,)).fetchall()
@@ -84,12 +85,14 @@ class _SqliteView(LedgerView):
         cursor = self._conn.execute(
             "INSERT INTO allocation_changes (handle_id, added) VALUES (?, ?)", (handle_id, int(added))
         )
-        generation = int(cursor.lastrowid or 0)
+        generation = self._newest = int(cursor.lastrowid or 0)
         below = trim_below(generation - 1, generation)
         if below is not None:
             self._conn.execute("DELETE FROM allocation_changes WHERE generation <= ?", (below,))
 
     def generation(self) -> int:
+        if self._newest is not None:  # a writer holds the lock: its own last change is the newest
+            return self._newest
         return int(self._conn.execute("SELECT COALESCE(MAX(generation), 0) FROM allocation_changes").fetchone()[0])
 
     def changes_since(self, generation: int) -> list[Change] | None:
