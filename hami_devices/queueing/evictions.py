@@ -81,7 +81,7 @@ class Evictions:
         """Evict every running task of a queue whose stop-policy is hold-and-drain (Kueue's HoldAndDrain)."""
         tree = self.state.tree
         for leaf, running in self.state.running_in.items():
-            if running and tree.drains(leaf):
+            if running and tree.switches.drains(leaf):
                 why = f"queue {tree.nodes[leaf].name} is held and drained (stop-policy hold-and-drain)"
                 for victim in list(running.values()):
                     self.evict(victim, EvictionReason.STOP_POLICY, None, why, now)
@@ -123,7 +123,7 @@ class Evictions:
         state = self.state
         tree = state.tree
         leaf = tree.leaf(request.queue)
-        if tree.held(leaf.index) is not None:
+        if tree.switches.held(leaf.index) is not None:
             return None
         request = state.prepared(request)
         # In line where it stands: a pending task of this queue keeps its own submission; any other request

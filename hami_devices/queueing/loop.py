@@ -51,7 +51,7 @@ from hami_devices.queueing.resources import Resources
 from hami_devices.queueing.spec import QueueFile, load_queues
 from hami_devices.queueing.state import Counters, LoopState
 from hami_devices.queueing.tasks import Task, TaskState
-from hami_devices.queueing.tree import QueueTree
+from hami_devices.queueing.tree import QueueTree, collect_keys
 from hami_devices.queueing.victims import MAX_NODES
 from hami_devices.scheduling.defrag.checkpoint import CheckpointHook
 from hami_devices.scheduling.engine import Engine
@@ -87,7 +87,7 @@ class AdmissionLoop:
             queues = load_queues(queues)
         self.engine = engine
         self.cluster = engine.cluster
-        self.resources = Resources(QueueTree.collect_keys(queues), queues.classes, self.cluster, source=source)
+        self.resources = Resources(collect_keys(queues), queues.classes, self.cluster, source=source)
         self.tree = QueueTree(queues, self.resources)
         self.preemptive = preemptive
         self.counters = Counters()
@@ -151,7 +151,7 @@ class AdmissionLoop:
 
     def set_queue_state(self, queue: str, *, state: str | None = None, stop_policy: str | None = None) -> None:
         """Open, close or drain a queue, or set its stop-policy, while the loop runs (from the next tick)."""
-        self.tree.set_state(queue, state, stop_policy)
+        self.tree.switches.set(queue, state, stop_policy)
         self.memo.changed()
 
     def preemption_for(self, request: ResourceRequest, *, now: float | None = None) -> PreemptionPlan | None:
@@ -173,7 +173,7 @@ class AdmissionLoop:
         request = as_request(request)
         now = self._now(now)
         leaf = self.tree.leaf(request.queue)
-        refused = self.tree.refuses(leaf.index)
+        refused = self.tree.switches.refuses(leaf.index)
         if refused is not None:
             raise InvalidRequest("queue", refused)
         request = self.state.prepared(request)
@@ -322,7 +322,7 @@ class AdmissionLoop:
         started = time.perf_counter()
         timed = False
         try:
-            held = self.tree.held(task.queue)
+            held = self.tree.switches.held(task.queue)
             if held is not None:
                 self._wait(task, *held, now)
                 return False

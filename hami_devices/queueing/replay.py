@@ -242,7 +242,7 @@ def replay(
             loop.finish(name, now=now)
 
     def arrive(timed: TimedTask, now: float) -> None:
-        if tree.refuses(tree.leaf(timed.request.queue).index) is not None:  # closed or draining
+        if tree.switches.refuses(tree.leaf(timed.request.queue).index) is not None:  # closed or draining
             refused[timed.request.queue] = refused.get(timed.request.queue, 0) + 1
             if bar is not None:
                 bar.update(1)

@@ -23,7 +23,8 @@ The rules, in one place (the admission loop and the victim search only ask):
   ``reclaimable`` (nor of one below it); so that guarantees still hold, such
   tasks borrow like tasks that are not interruptible.
 * **State.** A queue's ``state`` and ``stop-policy`` (its own or an ancestor's)
-  say whether it takes new tasks, admits those waiting, and keeps those running.
+  say whether it takes new tasks, admits those waiting, and keeps those running
+  (``switches``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy.typing as npt
 from hami_devices.errors import InvalidRequest
 from hami_devices.queueing.resources import Resources, Vector
 from hami_devices.queueing.spec import QueueFile, QueueSpec
+from hami_devices.queueing.switches import QueueSwitches
 
 EPS = 1e-9
 """Amounts are floats (cores, MiB, milli-CPU summed over tasks): comparisons allow this much rounding."""
@@ -50,6 +52,20 @@ def exceeds(amount: Vector, bound: Vector) -> npt.NDArray[np.bool_]:
 def falls_short(amount: Vector, bound: Vector) -> npt.NDArray[np.bool_]:
     """Per resource: ``amount`` is below ``bound`` (a guarantee, as a floor)."""
     return amount < bound - EPS
+
+
+def collect_keys(spec: QueueFile) -> set[str]:
+    """Every resource key a queue of ``spec`` guarantees, limits or lends."""
+    keys: set[str] = set()
+
+    def walk(q: QueueSpec) -> None:
+        keys.update(q.guarantee, q.limit, q.lending_limit or {})
+        for c in q.children:
+            walk(c)
+
+    for q in spec.queues:
+        walk(q)
+    return keys
 
 
 @dataclass
@@ -96,8 +112,7 @@ class QueueTree:
             self.weight[node.index] = s.weight
         self.lends_all = not self.kept.any()
         self.reclaimable = np.array([all(self.nodes[q].spec.reclaimable for q in n.path) for n in self.nodes])
-        self.state: list[str] = [n.spec.state for n in self.nodes]
-        self.stop_policy: list[str] = [n.spec.stop_policy for n in self.nodes]
+        self.switches = QueueSwitches(self.nodes, self.by_name)  # state and stop-policy, changed at run time
         named = self.guarded.any(axis=0) | np.isfinite(self.limit).any(axis=0)
         if not named.any():
             named[resources.index["device-cores"]] = True
@@ -113,19 +128,6 @@ class QueueTree:
             self.nodes[parent].children.append(index)
         for child in spec.children:
             self._add(child, index, node.path)
-
-    @staticmethod
-    def collect_keys(spec: QueueFile) -> set[str]:
-        keys: set[str] = set()
-
-        def walk(q: QueueSpec) -> None:
-            keys.update(q.guarantee, q.limit, q.lending_limit or {})
-            for c in q.children:
-                walk(c)
-
-        for q in spec.queues:
-            walk(q)
-        return keys
 
     # ------------------------------------------------------------------ lookup
     def leaf(self, name: str) -> QueueNode:
@@ -148,42 +150,6 @@ class QueueTree:
     @property
     def capacity(self) -> Vector:
         return self._capacity
-
-    # ------------------------------------------------------------------ states
-    def set_state(self, name: str, state: str | None = None, stop_policy: str | None = None) -> None:
-        """Change a queue's ``state`` and/or ``stop-policy`` at run time (checked as the queue file checks them)."""
-        q = self.by_name.get(name)
-        if q is None:
-            raise InvalidRequest("queue", f"unknown queue {name!r}")
-        if state is not None:
-            if state not in ("open", "closed", "draining"):
-                raise InvalidRequest("state", f"{state!r} is not open, closed or draining")
-            self.state[q.index] = state
-        if stop_policy is not None:
-            if stop_policy not in ("none", "hold", "hold-and-drain"):
-                raise InvalidRequest("stop-policy", f"{stop_policy!r} is not none, hold or hold-and-drain")
-            self.stop_policy[q.index] = stop_policy
-
-    def refuses(self, leaf: int) -> str | None:
-        """Why the leaf takes no new task (a queue on its path is closed or draining), or None."""
-        for q in self.nodes[leaf].path:
-            if self.state[q] != "open":
-                return f"queue {self.nodes[q].name} is {self.state[q]}: it takes no new tasks"
-        return None
-
-    def held(self, leaf: int) -> tuple[str, str] | None:
-        """(wait reason, why) when the leaf admits none of its waiting tasks now, else None."""
-        for q in self.nodes[leaf].path:
-            name = self.nodes[q].name
-            if self.state[q] == "closed":
-                return "queue-closed", f"queue {name} is closed"
-            if self.stop_policy[q] != "none":
-                return "queue-held", f"queue {name} has stop-policy {self.stop_policy[q]}"
-        return None
-
-    def drains(self, leaf: int) -> bool:
-        """Whether the leaf's running tasks are to be evicted (``stop-policy: hold-and-drain`` on its path)."""
-        return any(self.stop_policy[q] == "hold-and-drain" for q in self.nodes[leaf].path)
 
     def reclaimable_by_others(self, leaf: int, interruptible: bool) -> bool:
         """Whether another queue could ever evict a task of ``leaf`` (else it borrows only unguaranteed capacity)."""

@@ -219,7 +219,6 @@ OVER_THE_CAP: dict[str, int] = {
     "hami_devices.scheduling.plans.Plans": 41,  # issue 41 item 1: a base of ClusterState
     "hami_devices.scheduling.tables.Tables": 34,  # issue 41 item 1: a base of ClusterState
     "hami_devices.scheduling.engine.Engine": 29,  # issue 41
-    "hami_devices.queueing.tree.QueueTree": 25,  # issue 41
 }
 
 ClassKey = tuple[str, str]  # (module, class name)

@@ -105,7 +105,7 @@ def _check_event(loop: AdmissionLoop, event: Event, now_of: dict[str, float]) ->
     if event.kind == EventKind.EVICTED:
         victim = loop.task(event.task)
         if event.reason == "stop-policy":  # drained by its queue's stop-policy, whatever it is
-            assert tree.drains(victim.queue) and event.by is None
+            assert tree.switches.drains(victim.queue) and event.by is None
             return
         assert victim.request.preemptible, f"{victim.name} is not interruptible"
         by = loop.task(event.by or "")
@@ -120,7 +120,7 @@ def _check_event(loop: AdmissionLoop, event: Event, now_of: dict[str, float]) ->
             )
     elif event.kind == EventKind.ADMITTED:
         task = loop.task(event.task)
-        assert tree.held(task.queue) is None, f"{task.name} admitted by a held or closed queue"
+        assert tree.switches.held(task.queue) is None, f"{task.name} admitted by a held or closed queue"
         now_of[task.name] = event.time
         victims = [loop.task(v) for v in event.data.get("evicted", [])]
         if victims:
@@ -240,7 +240,7 @@ def test_the_loop_settles_by_the_rules(scenario: dict[str, Any]) -> None:
                 loop.finish(task.name, now=now)
         for arrival, _, request in arrivals:
             if arrival == now:
-                if loop.tree.refuses(loop.tree.leaf(request.queue).index) is not None:
+                if loop.tree.switches.refuses(loop.tree.leaf(request.queue).index) is not None:
                     with pytest.raises(InvalidRequest):
                         loop.submit(request, now=now)
                     continue

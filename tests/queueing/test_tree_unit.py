@@ -51,7 +51,7 @@ def _vector(tree, **amounts: float) -> np.ndarray:  # type: ignore[no-untyped-de
 def test_a_bad_state_change_names_its_field(args: tuple[str, str | None, str | None], field: str) -> None:
     loop, _ = _loop()
     with pytest.raises(InvalidRequest) as info:
-        loop.tree.set_state(*args)
+        loop.tree.switches.set(*args)
     assert info.value.field == field
     bad = {"queue": args[0], "state": args[1], "stop-policy": args[2]}[field]
     assert repr(bad) in info.value.message
@@ -60,15 +60,15 @@ def test_a_bad_state_change_names_its_field(args: tuple[str, str | None, str | N
 def test_state_changes_take_effect_and_come_back() -> None:
     loop, _ = _loop()
     a = loop.tree.leaf("a").index
-    assert loop.tree.held(a) is None and loop.tree.refuses(a) is None
-    loop.tree.set_state("top", state="closed")
-    assert loop.tree.held(a) == ("queue-closed", "queue top is closed")
-    assert loop.tree.refuses(a) == "queue top is closed: it takes no new tasks"
-    loop.tree.set_state("top", state="open")
-    loop.tree.set_state("a", stop_policy="hold")
-    assert loop.tree.held(a) == ("queue-held", "queue a has stop-policy hold")
-    loop.tree.set_state("a", stop_policy="none")
-    assert loop.tree.held(a) is None
+    assert loop.tree.switches.held(a) is None and loop.tree.switches.refuses(a) is None
+    loop.tree.switches.set("top", state="closed")
+    assert loop.tree.switches.held(a) == ("queue-closed", "queue top is closed")
+    assert loop.tree.switches.refuses(a) == "queue top is closed: it takes no new tasks"
+    loop.tree.switches.set("top", state="open")
+    loop.tree.switches.set("a", stop_policy="hold")
+    assert loop.tree.switches.held(a) == ("queue-held", "queue a has stop-policy hold")
+    loop.tree.switches.set("a", stop_policy="none")
+    assert loop.tree.switches.held(a) is None
 
 
 def test_guarantees_the_cluster_cannot_honour_are_named_with_their_sums() -> None:
