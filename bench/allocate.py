@@ -52,6 +52,7 @@ from hami_devices.config import parse_config  # noqa: E402
 from hami_devices.inventory import parse_inventory  # noqa: E402
 from hami_devices.ledger import Event  # noqa: E402
 from hami_devices.models import RequestPart, ResourceRequest, TaskType  # noqa: E402
+from hami_devices.scheduler import Engine, Inventory  # noqa: E402
 
 MODELS = [
     ("nvidia", "T4"),
@@ -76,11 +77,11 @@ def node_spec(n: int, vendor: str, model: str) -> dict[str, Any]:
     }
 
 
-def inventory(nodes: int, rng: np.random.Generator) -> hd.Inventory:
+def inventory(nodes: int, rng: np.random.Generator) -> Inventory:
     return parse_inventory({"nodes": [node_spec(n, *MODELS[int(rng.integers(len(MODELS)))]) for n in range(nodes)]})
 
 
-def mig_inventory(nodes: int, rng: np.random.Generator) -> hd.Inventory:
+def mig_inventory(nodes: int, rng: np.random.Generator) -> Inventory:
     """Every third node MIG-capable (one of ``MIG_MODELS``), the others of ``PLAIN_MODELS``."""
     specs = []
     for n in range(nodes):
@@ -128,7 +129,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def bench_place(
-    engine: hd.Engine, ask: Callable[[np.random.Generator, int], ResourceRequest], decisions: int,
+    engine: Engine, ask: Callable[[np.random.Generator, int], ResourceRequest], decisions: int,
     rng: np.random.Generator, colds: int = 10,
 ) -> dict[str, Any]:
     cluster = engine.cluster
@@ -189,7 +190,7 @@ def bench_place(
     }
 
 
-def timed_cold(engine: hd.Engine, request: ResourceRequest, k: int) -> float:
+def timed_cold(engine: Engine, request: ResourceRequest, k: int) -> float:
     """One decision on a request shape no decision has had (its memory off the MiB grid the mix uses): the
     engine rounds it on every device whose rule is asked device by device, before it keeps the answers."""
     part = request.parts[0]
@@ -201,7 +202,7 @@ def timed_cold(engine: hd.Engine, request: ResourceRequest, k: int) -> float:
     return time.perf_counter() - start
 
 
-def bench_allocate(inv: hd.Inventory, ledger: hd.Ledger, allocations: int, rng: np.random.Generator) -> dict[str, Any]:
+def bench_allocate(inv: Inventory, ledger: hd.Ledger, allocations: int, rng: np.random.Generator) -> dict[str, Any]:
     devices = hd.discover(inv, ledger=ledger)
     by_node: dict[str, list[hd.Device]] = {}
     for device in devices:

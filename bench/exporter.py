@@ -72,6 +72,7 @@ def serve(ledger_path: str, allocations: int) -> None:
     from hami_devices.ledger import SqliteLedger
     from hami_devices.observability import server
     from hami_devices.observability.observer import Observer
+    from hami_devices.scheduler import ClusterState, Engine
 
     config = parse_config({"device-plugin": {"isolation-level": "hard"}})
     ledger = SqliteLedger(ledger_path)
@@ -84,7 +85,7 @@ def serve(ledger_path: str, allocations: int) -> None:
     }
     devices += hd.discover(parse_inventory(inventory), config=config, ledger=ledger)
     assert len(devices) == NVML_GPUS + SIM_NODES * SIM_PER_NODE, len(devices)
-    engine = hd.Engine(hd.ClusterState.from_devices(devices))
+    engine = Engine(ClusterState.from_devices(devices))
     per_device = allocations // len(devices)
     for i in range(allocations):
         device = devices[(i // per_device) % len(devices)]

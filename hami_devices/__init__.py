@@ -2,21 +2,22 @@
 
 Discover devices, score placements, share a card with hard quotas, monitor and release.
 
-The names below are grouped by who they are for:
+This package holds what every user needs (a workload launcher, a notebook, a node agent): ``discover``,
+``allocate``, ``release``, ``build_engine`` (a scheduler that decides first), ``load_vendors``, ``Device``,
+``DeviceHandle``, ``ResourceRequest``, ``RequestPart``, ``Metrics``, ``Health``, ``NOT_AVAILABLE``, the
+ledgers, the configuration, and every error (``HamiError`` and each subclass, with ``ReasonCode``).
+Two facades hold the rest, one per audience:
 
-* **users** (a workload launcher, a notebook, a node agent): ``discover``, ``allocate``, ``release``,
-  ``Device``, ``DeviceHandle``, ``ResourceRequest``, ``RequestPart``, ``Metrics``, the ledgers, the errors;
-* **plugin authors** (a vendor adapter): ``VendorAdapter``, ``Capability``, ``Probe``, ``Device``,
-  ``DeviceReadings``, ``DeviceInfo``, ``DeviceTraits``, ``PartitionProfile``, ``Grant``, ``DeviceUsage``,
-  ``GrantRule``, ``DefaultRule``, ``ReasonCode``;
-* **scheduler embedders** (an extender, a batch system): ``build_engine`` (with ``ledger=``, an engine that
-  also commits: ``engine.allocate``, ``commit``, ``release``, ``refresh``), ``Engine``, ``ClusterState``,
-  ``Placement``, ``Inventory``, ``load_inventory``, ``HamiConfig``, ``load_config``, ``load_vendors``,
-  ``QueueRunner``; on the node, ``prepare`` and ``unprepare`` (docs/embedding.md).
+* ``hami_devices.plugin``: a vendor adapter's author (``VendorAdapter``, ``Capability``, ``Probe``,
+  ``DeviceReadings``, ``DeviceInfo``, ``PartitionProfile``, ``Grant``, ...);
+* ``hami_devices.scheduler``: a scheduler that embeds the SDK (``Engine``, ``ClusterState``, ``Placement``,
+  ``Inventory``, ``load_inventory``, ``QueueRunner``, ``prepare``, ``unprepare``, ...).
 
-``import hami_devices`` loads neither numpy nor a C extension: the engine and the allocator
-(``allocate``, ``release``, ``Engine``, ``ClusterState``, ``Placement``, ``build_engine``) load
-on first use.
+The names that used to live here and moved to one of them still resolve here for one release, with a
+``DeprecationWarning`` that names their new home.
+
+``import hami_devices`` loads neither numpy nor a C extension: the allocator and the engine
+(``allocate``, ``release``, ``build_engine``) load on first use; ``dir(hami_devices)`` lists them.
 """
 
 from __future__ import annotations
@@ -24,52 +25,46 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hami_devices.accounting import DeviceUsage
-from hami_devices.adapter import Capability, Probe, VendorAdapter
 from hami_devices.config import HamiConfig, load_config
-from hami_devices.device import Device, DeviceReadings, HostResources, use_allocator
+from hami_devices.device import Device, use_allocator
 from hami_devices.discovery import discover
 from hami_devices.errors import (
+    AllocationInUse,
     AmbiguousEnvironment,
+    CannotListen,
     DeviceUnavailable,
     HamiError,
     InsufficientResources,
     InvalidConfig,
     InvalidInventory,
     InvalidRequest,
+    LedgerSchemaError,
+    LedgerUnavailable,
     LimiterError,
+    MissingExtra,
+    NoLedger,
     ReasonCode,
     UnknownAllocation,
     VendorLibraryError,
 )
-from hami_devices.inventory import Inventory, NodeSpec, load_inventory
+from hami_devices.lazy_names import resolver
 from hami_devices.ledger import Ledger, MemoryLedger, SqliteLedger
 from hami_devices.models import (
     NOT_AVAILABLE,
     DeviceHandle,
-    DeviceInfo,
-    DeviceTraits,
-    Grant,
     Health,
     Metrics,
     ModelReference,
-    PartitionProfile,
     RequestPart,
     ResourceRequest,
-    TaskType,
     use_model_sizer,
 )
 from hami_devices.registry import load_vendors
-from hami_devices.rounding import DefaultRule, GrantRule
-from hami_devices.simulated import SimulatedDevice
-from hami_devices.workload import load_workload
 
 if TYPE_CHECKING:
+    from hami_devices.adapter import VendorAdapter
     from hami_devices.allocation import allocate, release
-    from hami_devices.assembly import build_engine, configure_engine
-    from hami_devices.handoff import prepare, unprepare
-    from hami_devices.queueing.runner import QueueRunner
-    from hami_devices.scheduling import ClusterState, Engine, Placement
+    from hami_devices.assembly import build_engine
 
 __version__ = "0.1.0"
 
@@ -77,28 +72,25 @@ _ON_FIRST_USE = {
     "allocate": "hami_devices.allocation",
     "release": "hami_devices.allocation",
     "build_engine": "hami_devices.assembly",
-    "configure_engine": "hami_devices.assembly",
-    "Engine": "hami_devices.scheduling",
-    "ClusterState": "hami_devices.scheduling",
-    "Placement": "hami_devices.scheduling",
-    "prepare": "hami_devices.handoff",
-    "unprepare": "hami_devices.handoff",
-    "QueueRunner": "hami_devices.queueing.runner",
 }
 
+_PLUGIN = "hami_devices.plugin"
+_SCHEDULER = "hami_devices.scheduler"
+_MOVED = {
+    **dict.fromkeys(
+        ["Capability", "DefaultRule", "DeviceInfo", "DeviceReadings", "DeviceTraits", "DeviceUsage", "Grant",
+         "GrantRule", "HostResources", "PartitionProfile", "Probe", "SimulatedDevice", "VendorAdapter"],
+        _PLUGIN,
+    ),
+    **dict.fromkeys(
+        ["ClusterState", "Engine", "Inventory", "NodeSpec", "Placement", "QueueRunner", "TaskType",
+         "configure_engine", "load_inventory", "load_workload", "prepare", "unprepare"],
+        _SCHEDULER,
+    ),
+}
+"""Names this package exported before the facades were split: where each lives now (deprecated here)."""
 
-def __getattr__(name: str) -> Any:
-    """The engine and the allocator, imported when first asked for (they bring numpy and the C scorer)."""
-    home = _ON_FIRST_USE.get(name)
-    if home is None:
-        raise AttributeError(f"module 'hami_devices' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(home), name)
-    if name == "Engine":
-        _keep_deprecated_builders(value)
-    globals()[name] = value
-    return value
+__getattr__ = resolver(__name__, globals(), _ON_FIRST_USE, _MOVED)
 
 
 def __dir__() -> list[str]:
@@ -106,26 +98,10 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-def _keep_deprecated_builders(engine: Any) -> None:
-    """``Engine.from_config`` and ``Engine.configured``, which now live one layer up (``build_engine``)."""
-    import warnings
-
-    from hami_devices.assembly import build_engine, configure_engine
-
-    def deprecated(builder: Any, old: str) -> Any:
-        def call(cls: Any, *args: Any, **kwargs: Any) -> Any:
-            warnings.warn(f"Engine.{old} is deprecated: use hami_devices.{builder.__name__}", DeprecationWarning,
-                          stacklevel=2)
-            return builder(*args, **kwargs)
-
-        return classmethod(call)
-
-    engine.from_config = deprecated(build_engine, "from_config")
-    engine.configured = deprecated(configure_engine, "configured")
-
-
 def _allocate(devices: Sequence[Device], request: ResourceRequest | Mapping[str, Any]) -> DeviceHandle:
-    return __getattr__("allocate")(devices, request)  # type: ignore[no-any-return]
+    from hami_devices.allocation import allocate
+
+    return allocate(devices, request)
 
 
 def _release(
@@ -149,57 +125,38 @@ use_model_sizer(_size_model)
 
 __all__ = [
     "NOT_AVAILABLE",
+    "AllocationInUse",
     "AmbiguousEnvironment",
-    "Capability",
-    "ClusterState",
-    "DefaultRule",
+    "CannotListen",
     "Device",
     "DeviceHandle",
-    "DeviceInfo",
-    "DeviceReadings",
-    "DeviceTraits",
     "DeviceUnavailable",
-    "DeviceUsage",
-    "Engine",
-    "Grant",
-    "GrantRule",
     "HamiConfig",
     "HamiError",
     "Health",
-    "HostResources",
     "InsufficientResources",
     "InvalidConfig",
     "InvalidInventory",
     "InvalidRequest",
-    "Inventory",
     "Ledger",
+    "LedgerSchemaError",
+    "LedgerUnavailable",
     "LimiterError",
     "MemoryLedger",
     "Metrics",
-    "NodeSpec",
-    "PartitionProfile",
-    "Placement",
-    "Probe",
-    "QueueRunner",
+    "MissingExtra",
+    "NoLedger",
     "ReasonCode",
     "RequestPart",
     "ResourceRequest",
-    "SimulatedDevice",
     "SqliteLedger",
-    "TaskType",
     "UnknownAllocation",
-    "VendorAdapter",
     "VendorLibraryError",
     "__version__",
     "allocate",
     "build_engine",
-    "configure_engine",
     "discover",
     "load_config",
-    "load_inventory",
     "load_vendors",
-    "load_workload",
-    "prepare",
     "release",
-    "unprepare",
 ]

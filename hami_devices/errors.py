@@ -274,3 +274,13 @@ class MissingExtra(HamiError, ImportError):
         self.extra = extra
         self.feature = feature
         super().__init__(f"{feature} needs {module}, which is not installed: pip install 'hami-devices[{extra}]'")
+
+
+class NoLedger(HamiError):
+    """An engine without a ledger was asked to commit (``engine.allocate``, ``commit``, ``release``, ``refresh``)."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(
+            f"engine.{operation} needs an engine built with a ledger: "
+            "hd.build_engine(inventory, config, ledger=hd.SqliteLedger(path)) (or hd.MemoryLedger())"
+        )

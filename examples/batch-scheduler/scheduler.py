@@ -4,8 +4,8 @@
 
 Jobs arrive one per tick and run a few ticks.  Every decision and commit goes through one engine built
 with the ledger (``engine.allocate`` / ``engine.release``); each job's allocation id is its name, so the
-ledger alone says which jobs started and which finished.  The node hand-off is ``hd.prepare`` /
-``hd.unprepare`` (``hami-devices prepare`` / ``unprepare`` in a prolog and an epilog on a real node).
+ledger alone says which jobs started and which finished.  The node hand-off is ``prepare`` / ``unprepare``
+of ``hami_devices.scheduler`` (``hami-devices prepare`` / ``unprepare`` in a prolog and an epilog on a real node).
 
 With ``--kill-after K`` the stream runs in a child process that is SIGKILLed once it has started K jobs;
 the scheduler then restarts from the ledger and finishes the stream.  It prints one JSON summary.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hami_devices as hd
-from hami_devices.handoff import prepare, unprepare
+from hami_devices.scheduler import prepare, unprepare
 
 HERE = Path(__file__).resolve().parent
 SHAPES = [  # (weight, request): shares, whole cards, a two-card job, and one no node can hold

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from hami_devices.errors import HamiError, InvalidRequest
+from hami_devices.errors import InvalidRequest, NoLedger
 from hami_devices.inputs import as_request
 from hami_devices.models import DeviceHandle, ResourceRequest
 from hami_devices.scheduling.placement import Placement
@@ -40,16 +40,6 @@ class Committer(Protocol):
     def release(self, handle: DeviceHandle | str, force: bool, reason: str | None) -> DeviceHandle: ...
 
     def refresh(self) -> int: ...
-
-
-class NoLedger(HamiError):
-    """An engine without a ledger was asked to commit."""
-
-    def __init__(self, operation: str) -> None:
-        super().__init__(
-            f"engine.{operation} needs an engine built with a ledger: "
-            "hd.build_engine(inventory, config, ledger=hd.SqliteLedger(path)) (or hd.MemoryLedger())"
-        )
 
 
 class Commits:

@@ -219,8 +219,10 @@ class Engine(Commits):
 
         The one step that changes what the engine has learned.  A scheduler calls it once per request it
         decides, before placing it, whether it fits or not: ``hd.allocate``, ``engine.allocate``,
-        ``schedule`` and the extender's bind do; a loop of its own over ``place``/``try_place`` must.  A
-        what-if (a preemption probe, a defragmentation move, ``rank`` for a report) must not.
+        ``schedule`` and the extender's bind do; committing a placement decided earlier (``commit``,
+        ``hd.allocate(devices, placement)``) teaches the ledger's mix, which engines on that ledger continue
+        from.  A loop of its own over ``try_place`` and ``assume`` must call it.  A what-if (a preemption
+        probe, a defragmentation move, ``rank`` for a report) must not.
         """
         request = self.with_defaults(request)
         for scorer in self.scorers.values():

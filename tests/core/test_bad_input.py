@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from hami_devices import InvalidConfig, InvalidInventory, InvalidRequest, load_config, load_inventory
+from hami_devices import InvalidConfig, InvalidInventory, InvalidRequest, load_config
 from hami_devices.config import parse_config
 from hami_devices.inventory import parse_inventory
+from hami_devices.scheduler import load_inventory
 from hami_devices.workload import load_workload, parse_workload
 
 

@@ -242,6 +242,7 @@ def test_engine_and_allocator_agree(
             request = ResourceRequest.model_validate(payload)
             for index, part in enumerate(request.parts):
                 assert mirror.feasible(part, index) == _reference(devices, request)[index]
+            mirror.observe(request)  # it decides for the request, as hd.allocate does: both learn the same mix
             placement = mirror.try_place(request)
             if placement is None:
                 with pytest.raises(hd.InsufficientResources):

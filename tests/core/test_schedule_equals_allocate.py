@@ -19,6 +19,8 @@ import hami_devices as hd
 from hami_devices.cli.main import main
 from hami_devices.config import HamiConfig, load_config
 from hami_devices.ledger import MemoryLedger
+from hami_devices.plugin import Grant
+from hami_devices.scheduler import load_workload
 from hami_devices.scheduling.policies import BUILTIN
 
 from ..conftest import EXAMPLES
@@ -26,7 +28,7 @@ from ..conftest import EXAMPLES
 CONFIGS = [None, *sorted(p.name for p in EXAMPLES.glob("config-*.yaml"))]
 
 
-def _share(grant: dict[str, Any] | hd.Grant) -> tuple[Any, ...]:
+def _share(grant: dict[str, Any] | Grant) -> tuple[Any, ...]:
     g = grant if isinstance(grant, dict) else grant.model_dump(mode="json")
     return (g["uuid"], g["part"], g["memory_mib"], g["cores"], g["exclusive"], g["partition"])
 
@@ -42,7 +44,7 @@ def test_schedule_and_allocate_grant_the_same(
               "--policy", policy, "--json", *config_args])
         scheduled = json.loads(capsys.readouterr().out)["results"]
         devices = hd.discover(example_inventory, config=config, ledger=MemoryLedger())
-        for task, request in zip(scheduled, hd.load_workload(example_workload), strict=True):
+        for task, request in zip(scheduled, load_workload(example_workload), strict=True):
             assert task["task"] == request.name
             try:
                 handle = hd.allocate(devices, request, policy=policy)
@@ -57,5 +59,5 @@ def test_every_task_of_the_example_is_placed_by_default(
     example_inventory: Path, example_workload: Path
 ) -> None:
     devices = hd.discover(example_inventory, ledger=MemoryLedger())
-    handles = [hd.allocate(devices, request) for request in hd.load_workload(example_workload)]
+    handles = [hd.allocate(devices, request) for request in load_workload(example_workload)]
     assert len(handles) == 16

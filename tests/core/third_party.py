@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hami_devices import Capability, Device, Probe, VendorAdapter
 from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import ReasonCode
 from hami_devices.ledger import Ledger
 from hami_devices.models import DeviceInfo, DeviceTraits, Grant, Interconnect, PartitionProfile, RequestPart
+from hami_devices.plugin import Capability, Device, Probe, VendorAdapter
 
 TRAITS = DeviceTraits(
     vendor="acme",

@@ -7,11 +7,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import mkdocs  # noqa: F401  (the docs extra, which scripts/test.sh installs: pip install -e '.[docs]')
 import pytest
 
 import hami_devices
+import hami_devices.plugin
+import hami_devices.scheduler
 
 from .conftest import REPO
 
@@ -39,10 +42,13 @@ def test_the_site_builds_strict_and_offline(site: Path) -> None:
         assert "fonts.googleapis.com" not in page.read_text(), page  # theme.font is off: nothing fetched to read it
 
 
-def test_the_api_reference_documents_every_public_name(site: Path) -> None:
-    html = (site / "reference" / "api.html").read_text()
-    public = [name for name in hami_devices.__all__ if name != "__version__"]
-    missing = [name for name in public if f'id="hami_devices.{name}"' not in html]
+@pytest.mark.parametrize("facade", [hami_devices, hami_devices.plugin, hami_devices.scheduler],
+                         ids=lambda m: m.__name__)
+def test_the_api_reference_documents_every_public_name(site: Path, facade: ModuleType) -> None:
+    page = {"hami_devices": "api", "hami_devices.plugin": "plugin", "hami_devices.scheduler": "scheduler"}
+    html = (site / "reference" / f"{page[facade.__name__]}.html").read_text()
+    public = [name for name in facade.__all__ if name != "__version__"]
+    missing = [name for name in public if f'id="{facade.__name__}.{name}"' not in html]
     assert not missing, missing
 
 

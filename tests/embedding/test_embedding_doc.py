@@ -20,7 +20,7 @@ def test_the_embedding_page_runs_as_written() -> None:
     blocks = python_blocks()
     assert len(blocks) >= 2  # the engine and the hand-off
     script = "\n".join(blocks)
-    assert "ledger=" in script and "engine.allocate(" in script and "hd.prepare(" in script
+    assert "ledger=" in script and "engine.allocate(" in script and "prepare(train.id" in script
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

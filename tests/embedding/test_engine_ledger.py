@@ -12,6 +12,7 @@ import pytest
 
 import hami_devices as hd
 from hami_devices.ledger.events import EventKind
+from hami_devices.scheduler import Engine
 from hami_devices.scheduling.commits import NoLedger
 
 SHARE = {"parts": [{"memory_mib": 2048, "cores": 20, "models": ["T4"]}]}
@@ -28,7 +29,7 @@ def held_by_ledger(ledger: hd.Ledger) -> dict[str, tuple[int, int, int]]:
     return held
 
 
-def held_by_engine(engine: hd.Engine) -> dict[str, tuple[int, int, int]]:
+def held_by_engine(engine: Engine) -> dict[str, tuple[int, int, int]]:
     c = engine.cluster
     held = {}
     for uuid, row in c.uuid_index.items():

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import hami_devices as hd
+from hami_devices.scheduler import Engine, Placement
 from tests.oracles import placement_rules as rules
 from tests.oracles.placement_rules import World
 from tests.oracles.policy_scores import FULLNESS_POLICIES, bestfit_problems, mean_fullness
@@ -99,7 +100,7 @@ class Judgement:
         return [*self.wrong, *self.missed, *self.worse, *(["a refusal without a single reason"] * self.silent)]
 
 
-def judge_decision(world: World, engine: hd.Engine, request: Any, policy: str) -> Judgement:
+def judge_decision(world: World, engine: Engine, request: Any, policy: str) -> Judgement:
     """Place ``request`` with ``engine`` and judge the answer against every placement the rules allow."""
     options = list(rules.feasible(world, request))
     placement = engine.try_place(request)
@@ -125,7 +126,7 @@ def judge_decision(world: World, engine: hd.Engine, request: Any, policy: str) -
 
 
 def _argmax_problems(
-    world: World, request: Any, policy: str, placement: hd.Placement, options: list[tuple[str, Any]]
+    world: World, request: Any, policy: str, placement: Placement, options: list[tuple[str, Any]]
 ) -> list[str]:
     chosen = rules.grants_of(world, request, _assignment(request, placement))
     if policy in FULLNESS_POLICIES:
@@ -141,5 +142,5 @@ def _argmax_problems(
     return []
 
 
-def _assignment(request: Any, placement: hd.Placement) -> tuple[tuple[str, ...], ...]:
+def _assignment(request: Any, placement: Placement) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(g.uuid for g in placement.grants if g.part == i) for i in range(len(request.parts)))

@@ -26,6 +26,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
+from hami_devices.scheduler import ClusterState, Engine, configure_engine
 from tests.oracles.judging import judge_decision
 from tests.oracles.placement_rules import World, feasible
 from tests.oracles.worlds import requests, worlds
@@ -37,8 +38,8 @@ POLICIES = ["binpack", "spread", "bestfit", "fragmentation-aware", "topology-awa
 CLOSED_FORM = ["binpack", "spread", "only-binpack", "only-spread", "bestfit"]
 
 
-def engine_for(cluster: hd.ClusterState, policy: str) -> hd.Engine:
-    return hd.configure_engine(cluster, hd.HamiConfig(), policy=policy, policies=POLICY_FILE)
+def engine_for(cluster: ClusterState, policy: str) -> Engine:
+    return configure_engine(cluster, hd.HamiConfig(), policy=policy, policies=POLICY_FILE)
 
 
 def describe(world: World, request: hd.ResourceRequest) -> None:

@@ -27,6 +27,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import hami_devices as hd
+from hami_devices.scheduler import ClusterState, Engine, Placement, configure_engine
 from hami_devices.scheduling import fgd
 from hami_devices.scheduling.fragmentation import node_fragmentation as reported_fragmentation
 from tests.oracles import fgd_paper
@@ -112,11 +113,11 @@ def oracle_mix(shapes: list[dict[str, Any]]) -> list[fgd_paper.TaskShape]:
     ]
 
 
-def engine_with_mix(cluster: hd.ClusterState, shapes: list[dict[str, Any]]) -> hd.Engine:
+def engine_with_mix(cluster: ClusterState, shapes: list[dict[str, Any]]) -> Engine:
     config = hd.HamiConfig.model_validate(
         {"scheduler": {"policy": "fragmentation-aware", "workload-mix": {"mode": "declared", "shapes": shapes}}}
     )
-    return hd.configure_engine(cluster, config)
+    return configure_engine(cluster, config)
 
 
 def fragmentation_of(world: World, node: str, mix: list[fgd_paper.TaskShape]) -> float:
@@ -159,7 +160,7 @@ def end_waste_of(world: World, node: str, mix: list[fgd_paper.TaskShape]) -> flo
     return fgd_paper.node_end_waste(gpus, mix, host.cpu_free, host.mem_free)
 
 
-def fragmentation_score(placement: hd.Placement) -> int:
+def fragmentation_score(placement: Placement) -> int:
     """The FGD score inside the documented encoding (no model constraint: every candidate passes the gate)."""
     value = placement.breakdown["fragmentation"]
     assert value >= 50.0, "without model constraints every candidate passes the gate"

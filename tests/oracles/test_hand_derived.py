@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 import hami_devices as hd
+from hami_devices.plugin import DeviceInfo, DeviceTraits, Grant
+from hami_devices.scheduler import ClusterState, Engine, configure_engine
 
 
 def gpu(
@@ -32,20 +34,20 @@ def gpu(
     bf16: float = 100.0,
     split_count: int = 10,
     topology: dict[str, int] | None = None,
-) -> hd.DeviceInfo:
+) -> DeviceInfo:
     """A device of model G1 with the traits given here (the catalog plays no part)."""
-    traits = hd.DeviceTraits(
+    traits = DeviceTraits(
         vendor="nvidia", model="G1", generation="g", year=year, memory_mib=memory_mib,
         memory_bandwidth_gbps=bandwidth, peak_tflops={"fp32": 10.0, "bf16": bf16, "fp16": bf16},
         interconnect={"kind": "pcie", "bandwidth_gbps": 32.0}, tdp_watts=300.0, relative_cost=cost,
     )
-    return hd.DeviceInfo(uuid=uuid, index=index, vendor="nvidia", model="G1", node=node, memory_mib=memory_mib,
+    return DeviceInfo(uuid=uuid, index=index, vendor="nvidia", model="G1", node=node, memory_mib=memory_mib,
                          traits=traits, topology=topology or {}, split_count=split_count)
 
 
-def hold(cluster: hd.ClusterState, uuid: str, memory_mib: int, cores: int, *, exclusive: bool = False) -> None:
+def hold(cluster: ClusterState, uuid: str, memory_mib: int, cores: int, *, exclusive: bool = False) -> None:
     info = cluster.info(cluster.row(uuid))
-    cluster.assume(info.node, [hd.Grant.on(info, 0, memory_mib, cores, exclusive=exclusive)])
+    cluster.assume(info.node, [Grant.on(info, 0, memory_mib, cores, exclusive=exclusive)])
 
 
 def batch(**part: Any) -> hd.ResourceRequest:
@@ -61,16 +63,16 @@ def test_binpack_fills_the_fuller_device_and_spread_the_emptier() -> None:
     binpack: full (3 x 75 + 2 x 87.5 + 100 + 100) / 7 = 600/7; empty (75 + 125 + 200) / 7 = 400/7.
     spread: full (3 x 25 + 175 + 200) / 7 = 450/7; empty (3 x 75 + 125 + 200) / 7 = 550/7.
     """
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("a", 64_000, 262_144, [gpu("full", "a", 0), gpu("empty", "a", 1)])
     hold(cluster, "full", 8_000, 50)
     request = batch(memory_mib=4_000, cores=25)
-    packed = hd.Engine(cluster, "binpack").place(request)
+    packed = Engine(cluster, "binpack").place(request)
     assert packed.grants[0].uuid == "full"
     assert packed.score == pytest.approx(600 / 7)
     assert packed.breakdown == pytest.approx({"binpack": 75.0, "trait-affinity": 87.5, "topology": 100.0,
                                               "locality": 100.0})
-    spread = hd.Engine(cluster, "spread").place(request)
+    spread = Engine(cluster, "spread").place(request)
     assert spread.grants[0].uuid == "empty"
     assert spread.score == pytest.approx(550 / 7)
 
@@ -81,11 +83,11 @@ def test_two_fullest_devices_of_one_node_for_a_two_device_part() -> None:
     binpack scores each device by its fullness after, a set by the mean: the two fullest that fit
     (12,000 + 2,000 <= 16,000 and 8,000 + 2,000) win: d3 and d2.
     """
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("a", 64_000, 262_144, [gpu(f"d{i}", "a", i) for i in range(4)])
     for i in (1, 2, 3):
         hold(cluster, f"d{i}", 4_000 * i, 0)
-    placement = hd.Engine(cluster, "binpack").place(batch(count=2, memory_mib=2_000, cores=0))
+    placement = Engine(cluster, "binpack").place(batch(count=2, memory_mib=2_000, cores=0))
     assert sorted(g.uuid for g in placement.grants) == ["d2", "d3"]
 
 
@@ -100,15 +102,15 @@ def test_topology_aware_takes_the_linked_pair_that_is_free() -> None:
         return 100 if i // 2 == j // 2 else 20
 
     devices = [gpu(f"d{i}", "a", i, topology={f"d{j}": linked(i, j) for j in range(4) if j != i}) for i in range(4)]
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("a", 64_000, 262_144, devices)
     hold(cluster, "d0", 1_000, 10)
     request = hd.ResourceRequest.single(task_type="training", count=2, cores=100, topology="required")
-    placement = hd.Engine(cluster, "topology-aware").place(request)
+    placement = Engine(cluster, "topology-aware").place(request)
     assert sorted(g.uuid for g in placement.grants) == ["d2", "d3"]
     hold(cluster, "d3", 1_000, 10)  # now only d1-d2 (20) is free of sharers
     with pytest.raises(hd.InsufficientResources) as refused:
-        hd.Engine(cluster, "topology-aware").place(request)
+        Engine(cluster, "topology-aware").place(request)
     assert refused.value.reasons["a"] == [hd.ReasonCode.NODE_TOPOLOGY_UNSATISFIED]
 
 
@@ -119,13 +121,13 @@ def test_latency_aware_takes_the_cheapest_device_that_meets_the_slo(slo_ms: floa
     50 + 50 x cheapest/cost, the others 50 x SLO/latency.  SLO 10 ms: fast 100, slow 15.6.  SLO 40 ms:
     both meet it, fast 62.5, slow 100.  Spread, topology and locality are equal on the two devices.
     """
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("a", 64_000, 262_144, [
         gpu("fast", "a", 0, memory_mib=32_000, bandwidth=2000.0, cost=1.0),
         gpu("slow", "a", 1, memory_mib=32_000, bandwidth=250.0, cost=0.25),
     ])
     request = hd.ResourceRequest.single(task_type="inference", latency_slo_ms=slo_ms, memory_mib=8_192, cores=10)
-    placement = hd.Engine(cluster, "latency-aware").place(request)
+    placement = Engine(cluster, "latency-aware").place(request)
     assert placement.grants[0].uuid == chosen
     assert placement.breakdown["trait-affinity"] == pytest.approx(100.0)
 
@@ -137,15 +139,15 @@ def test_training_prefers_throughput_and_memory_and_interactive_prefers_older_ca
     (2023) by 60 points whatever their share.  binpack's own scorer sees both pairs alike (a whole
     device each for training; 10 % of a device of the same size for interactive).
     """
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("a", 64_000, 262_144, [gpu("big", "a", 0, memory_mib=32_000, bf16=300.0),
                                             gpu("small", "a", 1, memory_mib=16_000, bf16=100.0)])
     train = hd.ResourceRequest.single(task_type="training", cores=100)
-    assert hd.Engine(cluster, "binpack").place(train).grants[0].uuid == "big"
-    ages = hd.ClusterState()
+    assert Engine(cluster, "binpack").place(train).grants[0].uuid == "big"
+    ages = ClusterState()
     ages.add_node("a", 64_000, 262_144, [gpu("new", "a", 0, year=2023), gpu("old", "a", 1, year=2018)])
     play = hd.ResourceRequest.single(task_type="interactive", memory_percent=10, cores=10)
-    placement = hd.Engine(ages, "binpack").place(play)
+    placement = Engine(ages, "binpack").place(play)
     assert placement.grants[0].uuid == "old"
     assert placement.breakdown["trait-affinity"] == pytest.approx(100 * (0.6 + 0.4 * 0.9))
 
@@ -153,10 +155,10 @@ def test_training_prefers_throughput_and_memory_and_interactive_prefers_older_ca
 def test_locality_follows_the_labels_asked_for() -> None:
     """Two identical nodes labelled zone=a and zone=b; a request wishing zone=b: locality 100 there, 0 on a;
     everything else equal, so binpack takes node b (without the wish the tie goes to the first name, a)."""
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("a", 64_000, 262_144, [gpu("ga", "a")], labels={"zone": "a"})
     cluster.add_node("b", 64_000, 262_144, [gpu("gb", "b")], labels={"zone": "b"})
-    engine = hd.Engine(cluster, "binpack")
+    engine = Engine(cluster, "binpack")
     assert engine.place(batch(memory_mib=1_000, cores=10)).node == "a"
     wished = hd.ResourceRequest(task_type="batch", parts=[{"memory_mib": 1_000, "cores": 10}], labels={"zone": "b"})
     assert engine.place(wished).node == "b"
@@ -170,13 +172,13 @@ def test_fragmentation_aware_fills_the_half_free_device() -> None:
     * on idle: before F = 0 (both fit); after 500 free: the whole task cannot run, F = 250. Rise +250.
     FGD's score int(100 x sigmoid(-rise/1000)): 56 against 43; the policy takes ``half``.
     """
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("half", 64_000, 262_144, [gpu("gh", "half")])
     cluster.add_node("idle", 64_000, 262_144, [gpu("gi", "idle")])
     hold(cluster, "gh", 8_000, 50)
     config = hd.HamiConfig.model_validate({"scheduler": {"policy": "fragmentation-aware", "workload-mix": {
         "mode": "declared", "shapes": [{"num-gpu": 1, "gpu-milli": 1000}, {"num-gpu": 1, "gpu-milli": 500}]}}})
-    placement = hd.configure_engine(cluster, config).place(batch(memory_percent=50, cores=50))
+    placement = configure_engine(cluster, config).place(batch(memory_percent=50, cores=50))
     assert placement.node == "half"
 
 
@@ -187,12 +189,12 @@ def test_bestfit_takes_the_node_left_with_least() -> None:
     busy 0.5 x 15/32 + 0.5 x 250/1000 = 0.359 (score 64); roomy 0.5 x 31/32 + 0.5 x 750/1000 = 0.859
     (score 14): busy.
     """
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("busy", 32_000, 262_144, [gpu("gb", "busy")])
     cluster.add_node("roomy", 32_000, 262_144, [gpu("gr", "roomy")])
     hold(cluster, "gb", 8_000, 50)
     cluster.assume("busy", [], host_cpu_milli=16_000)
-    placement = hd.Engine(cluster, "bestfit").place(batch(memory_percent=25, cores=25, host_cpu_milli=1_000))
+    placement = Engine(cluster, "bestfit").place(batch(memory_percent=25, cores=25, host_cpu_milli=1_000))
     assert placement.node == "busy"
 
 
@@ -203,7 +205,7 @@ def test_a_refusal_names_what_each_device_and_node_lacks() -> None:
     devices; the request fits the empty cluster, so the refusal is not permanent.  A model nothing in the
     cluster answers to is UnknownModel, and permanent.
     """
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("a", 64_000, 262_144, [
         gpu("sick", "a", 0), gpu("held", "a", 1), gpu("shared", "a", 2, split_count=1), gpu("nearly", "a", 3),
         gpu("busy", "a", 4),
@@ -213,7 +215,7 @@ def test_a_refusal_names_what_each_device_and_node_lacks() -> None:
     hold(cluster, "nearly", 12_000, 0)
     hold(cluster, "busy", 0, 95)
     cluster.set_health("sick", hd.Health.UNHEALTHY)
-    engine = hd.Engine(cluster)
+    engine = Engine(cluster)
     with pytest.raises(hd.InsufficientResources) as refused:
         engine.place(batch(memory_mib=8_000, cores=10))
     code = hd.ReasonCode

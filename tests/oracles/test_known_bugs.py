@@ -16,16 +16,18 @@ import pytest
 import yaml
 
 import hami_devices as hd
+from hami_devices.plugin import DeviceInfo, Grant
+from hami_devices.scheduler import ClusterState, Engine, configure_engine
 from hami_devices.scheduling.fragmentation import node_fragmentation
 from tests.oracles import fgd_paper
 
 
-def _device(uuid: str, node: str, model: str, memory_mib: int, index: int = 0) -> hd.DeviceInfo:
-    return hd.DeviceInfo(uuid=uuid, index=index, vendor="nvidia", model=model, node=node, memory_mib=memory_mib)
+def _device(uuid: str, node: str, model: str, memory_mib: int, index: int = 0) -> DeviceInfo:
+    return DeviceInfo(uuid=uuid, index=index, vendor="nvidia", model=model, node=node, memory_mib=memory_mib)
 
 
-def _t4_and_a100(same_node: bool) -> hd.ClusterState:
-    cluster = hd.ClusterState()
+def _t4_and_a100(same_node: bool) -> ClusterState:
+    cluster = ClusterState()
     if same_node:
         both = [_device("t4", "n0", "T4", 15_360), _device("a100", "n0", "A100", 81_920, 1)]
         cluster.add_node("n0", 32_000, 65_536, both)
@@ -44,7 +46,7 @@ def test_parts_that_fit_together_are_placed(same_node: bool) -> None:
     """
     request = hd.ResourceRequest(parts=[{"memory_mib": 8000}, {"memory_mib": 8000, "models": ["T4"]}],
                                  same_node=same_node)
-    placement = hd.Engine(_t4_and_a100(same_node), "binpack").place(request)
+    placement = Engine(_t4_and_a100(same_node), "binpack").place(request)
     assert sorted((g.part, g.uuid) for g in placement.grants) == [(0, "a100"), (1, "t4")]
 
 
@@ -58,7 +60,7 @@ def test_several_parts_take_the_best_set() -> None:
     """
     request = hd.ResourceRequest(parts=[{"cores": 0}, {"memory_mib": 15_359}], same_node=False)
     cluster = _t4_and_a100(same_node=False)
-    engine = hd.configure_engine(
+    engine = configure_engine(
         cluster, hd.HamiConfig(), policy="only-binpack", policies=Path(__file__).with_name("data")
         / "single-scorer-policies.yaml"
     )
@@ -69,10 +71,10 @@ def test_several_parts_take_the_best_set() -> None:
 def test_a_refusal_always_says_why() -> None:
     """Two parts, one device: each part alone fits it, both never can.  The refusal once had no reason at
     all (``reasons == {}``); now the node says it has too few devices for the parts together."""
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("n0", 32_000, 65_536, [_device("g0", "n0", "T4", 15_360)])
     with pytest.raises(hd.InsufficientResources) as refused:
-        hd.Engine(cluster).place(hd.ResourceRequest(parts=[{"cores": 10}, {"cores": 10}]))
+        Engine(cluster).place(hd.ResourceRequest(parts=[{"cores": 10}, {"cores": 10}]))
     assert refused.value.reasons == {"n0": [hd.ReasonCode.NODE_INSUFFICIENT_DEVICES]}
 
 
@@ -99,11 +101,11 @@ def test_the_core_capacity_is_100_times_the_core_scaling_given() -> None:
     assert handle.grants[0].cores == 57
 
 
-def _fragmentation_engine(cluster: hd.ClusterState, shape: dict[str, int]) -> hd.Engine:
+def _fragmentation_engine(cluster: ClusterState, shape: dict[str, int]) -> Engine:
     config = hd.HamiConfig.model_validate(
         {"scheduler": {"policy": "fragmentation-aware", "workload-mix": {"mode": "declared", "shapes": [shape]}}}
     )
-    return hd.configure_engine(cluster, config)
+    return configure_engine(cluster, config)
 
 
 def test_the_scored_rise_is_the_rise_of_the_nodes_fragmentation() -> None:
@@ -113,9 +115,9 @@ def test_the_scored_rise_is_the_rise_of_the_nodes_fragmentation() -> None:
     47), as if the device's free share fell by the task's larger fraction, to 100; the SDK's own F_n after
     the placement is 0.  (test_fgd_paper draws only tasks with equal fractions, where the two agree.)"""
     info = _device("g0", "n0", "T4", 16_000)
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("n0", 32_000, 65_536, [info])
-    cluster.assume("n0", [hd.Grant.on(info, 0, 8_000, 0)])
+    cluster.assume("n0", [Grant.on(info, 0, 8_000, 0)])
     engine = _fragmentation_engine(cluster, {"num-gpu": 1, "gpu-milli": 300})
     request = hd.ResourceRequest(parts=[{"cores": 40, "memory_mib": 1_600}])
     before = node_fragmentation(cluster, engine.mix)["n0"]
@@ -135,7 +137,7 @@ def test_a_device_too_small_for_a_shape_is_fragmented_for_it() -> None:
     """FGD: a task's fragment is the node's unallocated GPU share the task cannot use.  A task asking
     24,000 MiB cannot use an idle 16,000 MiB device (the engine refuses it there), so for a mix of only
     that task the device's whole share (1000) is fragmented; the SDK reports 0."""
-    cluster = hd.ClusterState()
+    cluster = ClusterState()
     cluster.add_node("n0", 32_000, 65_536, [_device("g0", "n0", "T4", 16_000)])
     engine = _fragmentation_engine(cluster, {"num-gpu": 1, "gpu-milli": 100, "gpu-mem-mib": 24_000})
     paper = fgd_paper.node_fragmentation(

@@ -1,8 +1,8 @@
 """Random small clusters and requests that reach the rules' boundaries, and the product's view of them.
 
 A world is drawn as the oracle's ``World`` plus the grants that fill it, then
-built through the public API only: ``hd.ClusterState(...).add_node`` with
-``hd.DeviceInfo`` devices, the grants booked with ``ClusterState.assume``.
+built through the public API only: ``ClusterState(...).add_node`` with
+``DeviceInfo`` devices, the grants booked with ``ClusterState.assume``.
 The draws aim at the edges: memory asked to the MiB of what is left, cores to
 the point of what is left, split counts one short of full or full, exclusive
 holders, devices filled to the MiB, unhealthy devices, unschedulable nodes,
@@ -19,6 +19,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 import hami_devices as hd
+from hami_devices.plugin import DeviceInfo, DeviceTraits, Grant, PartitionProfile
+from hami_devices.scheduler import ClusterState
 from tests.oracles.placement_rules import Dev, Held, Host, Profile, World
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -71,9 +73,9 @@ class Drawn:
     host_use: dict[str, tuple[int, int]] = field(default_factory=dict)
     models: dict[str, Model] = field(default_factory=dict)
 
-    def cluster(self) -> hd.ClusterState:
+    def cluster(self) -> ClusterState:
         w = self.world
-        cluster = hd.ClusterState(memory_overcommit=float(w.memory_factor), core_capacity=w.core_capacity)
+        cluster = ClusterState(memory_overcommit=float(w.memory_factor), core_capacity=w.core_capacity)
         for host in w.hosts:  # every device healthy at first: grants are booked before health is lost
             infos = [self._info(d, healthy=True) for d in w.on(host.name)]
             cluster.add_node(host.name, host.cpu_total, host.mem_total, infos)
@@ -83,7 +85,7 @@ class Drawn:
         for dev in w.devices:
             info = self._info(dev, healthy=True)
             for memory, cores, exclusive, partition in self.grants.get(dev.uuid, []):
-                grant = hd.Grant.on(info, 0, memory, cores, exclusive=exclusive, partition=partition)
+                grant = Grant.on(info, 0, memory, cores, exclusive=exclusive, partition=partition)
                 cluster.assume(dev.node, [grant])
             if not dev.healthy:
                 cluster.set_health(dev.uuid, hd.Health.UNHEALTHY)
@@ -92,11 +94,11 @@ class Drawn:
                 cluster.set_schedulable(host.name, False)
         return cluster
 
-    def _info(self, dev: Dev, *, healthy: bool | None = None) -> hd.DeviceInfo:
+    def _info(self, dev: Dev, *, healthy: bool | None = None) -> DeviceInfo:
         model = self.models[dev.uuid]
         traits = None
         if model.precisions is not None:
-            traits = hd.DeviceTraits(
+            traits = DeviceTraits(
                 vendor=model.vendor,
                 model=model.name,
                 generation="g",
@@ -109,7 +111,7 @@ class Drawn:
                 relative_cost=1.0,
                 aliases=list(model.aliases),
             )
-        return hd.DeviceInfo(
+        return DeviceInfo(
             uuid=dev.uuid,
             index=dev.index,
             vendor=dev.vendor,
@@ -121,7 +123,7 @@ class Drawn:
             split_count=dev.split,
             traits=traits,
             partitions=[
-                hd.PartitionProfile(name=p.name, memory_mib=p.memory_mib, cores=p.cores, max_instances=p.max_instances)
+                PartitionProfile(name=p.name, memory_mib=p.memory_mib, cores=p.cores, max_instances=p.max_instances)
                 for p in dev.profiles
             ],
         )

@@ -10,11 +10,12 @@ import hami_devices as hd
 from hami_devices.assembly import build_engine
 from hami_devices.ledger import MemoryLedger
 from hami_devices.models import ResourceRequest
+from hami_devices.plugin import Grant
 
 from ..conftest import EXAMPLES
 
 
-def _both(inventory: Path, request: ResourceRequest, config: Path | None = None) -> tuple[hd.Grant, hd.Grant]:
+def _both(inventory: Path, request: ResourceRequest, config: Path | None = None) -> tuple[Grant, Grant]:
     engine = build_engine(inventory, config)
     placed = engine.place(request).grants[0]
     devices = hd.discover(inventory, config=hd.load_config(config) if config else None, ledger=MemoryLedger())

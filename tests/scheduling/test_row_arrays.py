@@ -22,6 +22,7 @@ from hami_devices.inventory import parse_inventory
 from hami_devices.models import Grant, Health, RequestPart, ResourceRequest
 from hami_devices.registry import load_vendors
 from hami_devices.rules import DEVICE_CODES, plan
+from hami_devices.scheduler import ClusterState, Engine, Placement
 
 # Plain shares (T4, L4) beside devices whose rule plans each grant: MIG-capable A30/A100 with MIG
 # on, Ascend vNPU templates, Cambricon sMLU.
@@ -52,20 +53,20 @@ requests = st.builds(
 )
 
 
-def engine() -> hd.Engine:
+def engine() -> Engine:
     return hd.build_engine(INVENTORY, CONFIG, registry=REGISTRY)
 
 
-def filled(fill: list[ResourceRequest]) -> hd.Engine:
+def filled(fill: list[ResourceRequest]) -> Engine:
     out = engine()
     for r in fill:
         placed = out.try_place(r)
         if placed is not None:
-            out.book(placed)
+            out.assume(placed)
     return out
 
 
-def summary(placement: hd.Placement | None) -> Any:
+def summary(placement: Placement | None) -> Any:
     if placement is None:
         return None
     return placement.node, [g.model_dump() for g in placement.grants], placement.score, placement.breakdown
@@ -106,7 +107,7 @@ def test_no_candidate_means_no_placement() -> None:
     assert e.try_place(ResourceRequest.single(memory_mib=1000), candidates=[None]) is not None
 
 
-def expected(c: hd.ClusterState, row: int, part: RequestPart, index: int) -> Grant | hd.ReasonCode:
+def expected(c: ClusterState, row: int, part: RequestPart, index: int) -> Grant | hd.ReasonCode:
     """What the rounding says now, computed afresh (``planned`` with nothing remembered)."""
     return plan(c.rule_of(row), c.info(row), part, index, c.usage[row])
 
@@ -126,7 +127,7 @@ def test_plan_rows_holds_what_planned_says(steps: list[tuple[str, ResourceReques
         if action == "book":
             placed = e.try_place(request)
             if placed is not None:
-                e.book(placed)
+                e.assume(placed)
         elif action == "forget" and c.bookings:
             c.forget(next(iter(c.bookings)))
         elif action in ("sick", "well"):

@@ -12,6 +12,7 @@ from hami_devices.config import parse_config
 from hami_devices.errors import InsufficientResources
 from hami_devices.inventory import parse_inventory
 from hami_devices.models import RequestPart, ResourceRequest
+from hami_devices.scheduler import Engine
 from hami_devices.scheduling.scoring import combined
 
 INVENTORY = parse_inventory({"nodes": [
@@ -49,18 +50,18 @@ FIXED_MIX = parse_config(
 )
 
 
-def configured(policy: str) -> hd.Engine:
+def configured(policy: str) -> Engine:
     if policy == "fragmentation-aware":
         return hd.build_engine(INVENTORY, FIXED_MIX)
     return hd.build_engine(INVENTORY, policy=policy)
 
 
-def pinned(engine: hd.Engine, request: ResourceRequest, node: str) -> ResourceRequest:
+def pinned(engine: Engine, request: ResourceRequest, node: str) -> ResourceRequest:
     here = [engine.cluster.info(r).uuid for r in engine.cluster.rows_of(node)]
     return request.model_copy(update={"parts": [p.model_copy(update={"uuids": here}) for p in request.parts]})
 
 
-def fits(engine: hd.Engine, request: ResourceRequest) -> bool:
+def fits(engine: Engine, request: ResourceRequest) -> bool:
     try:
         engine.place(request)
     except InsufficientResources:

@@ -23,7 +23,7 @@ def adapter_metadata(bench: Bench) -> None:
     caps = adapter.capabilities
     expect(isinstance(caps, frozenset | set), f"capabilities must be a frozenset, got {type(caps).__name__}")
     unknown = [c for c in caps if not isinstance(c, Capability)]
-    expect(not unknown, f"capabilities {unknown!r} are not hami_devices.Capability members")
+    expect(not unknown, f"capabilities {unknown!r} are not hami_devices.plugin.Capability members")
     env = adapter.visible_devices_env
     expect(
         isinstance(env, tuple) and env and all(isinstance(v, str) and v.isidentifier() for v in env),

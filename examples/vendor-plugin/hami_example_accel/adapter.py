@@ -23,9 +23,9 @@ from typing import ClassVar
 
 from hami_conformance import Profile, WorkloadProgram
 
-from hami_devices import Capability, Device, DeviceInfo, DeviceReadings, Health, Ledger, Probe, VendorAdapter
 from hami_devices.errors import VendorLibraryError
 from hami_devices.models import NOT_AVAILABLE, DeviceTraits, Interconnect, PartitionProfile
+from hami_devices.plugin import Capability, Device, DeviceInfo, DeviceReadings, Health, Ledger, Probe, VendorAdapter
 from hami_example_accel import driver
 
 VENDOR = "example"

@@ -14,7 +14,8 @@ import hami_example_accel
 import pytest
 from hami_example_accel import ExampleAdapter
 
-from hami_devices import Capability, limiter, load_vendors
+from hami_devices import limiter, load_vendors
+from hami_devices.plugin import Capability
 
 
 def _suite_target() -> list[str]:

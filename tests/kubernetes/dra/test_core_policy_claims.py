@@ -17,6 +17,7 @@ from hami_devices.kubernetes.dra.allocator import DraAllocator
 from hami_devices.kubernetes.dra.claims import parse_claim
 from hami_devices.kubernetes.dra.node import NodePlugin
 from hami_devices.limiter import Region
+from hami_devices.plugin import Grant
 from hami_devices.registry import VendorRegistry
 
 from .conftest import DRA, INVENTORY
@@ -30,7 +31,7 @@ def mixed_tiers(policy: str | None) -> dict[str, Any]:
 
 
 def prepare(claim: dict[str, Any], allocator: DraAllocator, tmp_path: Path, config: HamiConfig,
-            registry: VendorRegistry) -> tuple[list[hd.Grant], dict[str, str]]:
+            registry: VendorRegistry) -> tuple[list[Grant], dict[str, str]]:
     ledger = hd.SqliteLedger(tmp_path / "ledger.db")
     try:
         devices = hd.discover(INVENTORY, config=config, ledger=ledger, registry=registry)

@@ -28,6 +28,7 @@ import hami_devices as hd
 from hami_devices.config import parse_config
 from hami_devices.errors import InsufficientResources
 from hami_devices.ledger import MemoryLedger
+from hami_devices.scheduler import Inventory
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ CONFIG = parse_config({"device-plugin": {"mig-mode": "flexible", "isolation-leve
 
 
 @functools.cache
-def _inventory() -> hd.Inventory:
+def _inventory() -> Inventory:
     from hami_devices.inventory import parse_inventory
 
     groups = [{"vendor": "nvidia", "model": m, "count": c} for m, c in FLEET]
