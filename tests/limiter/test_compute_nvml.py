@@ -50,9 +50,10 @@ def pid_busy(state: Path, pids: list[int]) -> tuple[int, float]:
     return sum(snapshot[0].process_busy_ns.get(pid, 0) for pid in pids), at
 
 
-# Two allocations that start together settle within about 1.5 s of their first launches on this
-# machine (traced per 0.5 s, idle and with both cores kept busy): until then the smaller one runs
-# under its share, paying off charges learned from timings its neighbour stretched at start.
+# Two allocations that start together hold their shares from about 0.5 s after their first launches
+# on this machine (traced per 0.5 s, idle and with both cores kept busy); before the shim awaited a
+# new kernel shape's first timing (native/shims/cuda/cuda_pace.c, UNKNOWN_MAX) the smaller one
+# spent its first 1.5 s under its share.  Measured after 2 s, with a margin for a loaded CI host.
 SETTLE_S = 2.0
 
 

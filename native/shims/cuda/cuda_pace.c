@@ -9,6 +9,10 @@
  * kernel once the launch is: the launch's own host time (about 5 us on an H200, as much as a small
  * kernel's run), measured around the call, is taken off the timing.  Launches of a shape whose first
  * timing has not arrived yet are charged when it does (a true-up), so nothing runs uncharged.  The
+ * first timing of a shape is awaited once UNKNOWN_MAX launches are queued without it: started together
+ * with another context, a process could otherwise queue a whole launch queue of a new shape uncharged
+ * (up to 1024 kernels on a real driver) and be trued up for all of it at a first timing that the
+ * other context stretched, a debt that held a 30 % share under 15 % for its first second.  The
  * estimate falls fast and rises slowly: a timing stretched by another context time-slicing with this one
  * says less about the kernel than a short one (the pacer's reading corrects what stretched timings still
  * overstate).
@@ -19,6 +23,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_shim.h"
 
@@ -28,6 +33,8 @@
 #define PROBE_EVERY 64
 #define PROBE_GAP_NS 50000000ull /* ... and at least this often while it runs */
 #define POLL_GAP_NS 200000ull /* probes are looked at no more often than this */
+#define UNKNOWN_MAX 8        /* launches of a shape queued before its first timing: the next one waits for it */
+#define FIRST_WAIT_NS 200000000ull /* ... for at most this long */
 
 typedef struct shape {
     uint64_t key;      /* 0 = free */
@@ -174,6 +181,17 @@ void hami_cuda_pace_begin(hami_cuda_pace_ticket *t, uint64_t key, CUstream strea
     pthread_mutex_lock(&g_mu);
     poll_probes(hami_now_ns(), trueup);
     int i = find_shape(key);
+    /* Polled, never waited on: another thread may finish the probe and reuse its events meanwhile.
+     * Bounded: a probe whose stream waits on work this thread has yet to launch must not hang it. */
+    for (uint64_t until = hami_now_ns() + FIRST_WAIT_NS;
+         i >= 0 && g_shapes[i].samples == 0 && g_shapes[i].unknown >= UNKNOWN_MAX && g_shapes[i].probing &&
+         hami_now_ns() < until;) {
+        pthread_mutex_unlock(&g_mu);
+        struct timespec gap = {0, (long)POLL_GAP_NS};
+        nanosleep(&gap, NULL);
+        pthread_mutex_lock(&g_mu);
+        poll_probes(hami_now_ns(), trueup);
+    }
     if (i >= 0) {
         shape *s = &g_shapes[i];
         s->launches++;
