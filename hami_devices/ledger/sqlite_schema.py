@@ -56,13 +56,16 @@ CREATE TABLE IF NOT EXISTS usage (
 );
 """
 
-# AUTOINCREMENT: a generation is never handed out again once the log is trimmed (see ``ledger.changes``)
+# A plain INTEGER PRIMARY KEY takes the largest generation + 1, and the log is never trimmed of its newest
+# change, so a generation is never handed out twice (AUTOINCREMENT would also write sqlite_sequence on every
+# change).  grants_by_handle: a release finds its grants (and the cascade its rows) without a scan.
 _SCHEMA_V3 = """
 CREATE TABLE IF NOT EXISTS allocation_changes (
-    generation INTEGER PRIMARY KEY AUTOINCREMENT,
+    generation INTEGER PRIMARY KEY,
     handle_id TEXT NOT NULL,
     added INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS grants_by_handle ON grants(handle_id);
 """
 
 MIGRATIONS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
