@@ -71,15 +71,22 @@ def run_resources(args: argparse.Namespace) -> int:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    from hami_devices.integrations.ray.node import offered_resources
+    from hami_devices.integrations.ray.node import node_labels, offered_resources
 
     setup = _setup(args)
     extra = [a for a in args.ray_args if a != "--"] if args.ray_args[:1] == ["--"] else list(args.ray_args)
     if any(a.startswith("--resources") for a in extra):
         raise InvalidRequest("--resources", "the node's resources come from its devices; do not pass them to ray")
     resources = offered_resources(setup)
+    labels = ",".join(f"{k}={v}" for k, v in node_labels(setup).items())
+    # theirs after ours: Ray takes the last --labels, so theirs are merged into one
+    theirs = [a.partition("=")[2] for a in extra if a.startswith("--labels=")]
+    extra = [a for a in extra if not a.startswith("--labels=")]
+    if "--labels" in extra:
+        raise InvalidRequest("--labels", "give Ray node labels as --labels=K=V,... so the node's own are kept")
     ray = shutil.which("ray", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    command = [ray or "ray", "start", f"--resources={json.dumps(resources)}", *extra]
+    command = [ray or "ray", "start", f"--resources={json.dumps(resources)}",
+               f"--labels={','.join([labels, *theirs])}", *extra]
     environment = setup.environment()
     if args.dry_run:
         if args.json:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from hami_devices.integrations.ray.errors import ShareMissing, ShareRefused, refusal
+from hami_devices.integrations.ray.errors import ShareMissing, ShareRefused, ShareRefusedEverywhere, refusal
 from hami_devices.integrations.ray.node import NodeSetup, init
 from hami_devices.integrations.ray.remote import SharedRemote, options, require_share, share
 from hami_devices.integrations.ray.resources import node_resources, resource_name, share_resources
@@ -19,6 +19,7 @@ __all__ = [
     "NodeSetup",
     "ShareMissing",
     "ShareRefused",
+    "ShareRefusedEverywhere",
     "ShareSpec",
     "SharedRemote",
     "init",

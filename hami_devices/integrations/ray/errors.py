@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from hami_devices.errors import HamiError, InsufficientResources
+from hami_devices.errors import HamiError, InsufficientResources, ReasonCode
 
 MARKER = "hami-refusal: "
 _MARKER_LINE = re.compile(re.escape(MARKER) + r"(\{.*\})")  # greedy within its line: the whole JSON object
@@ -65,3 +66,31 @@ def refusal(error: BaseException | str) -> dict[str, Any] | None:
         return None
     detail: dict[str, Any] = json.loads(found[-1])
     return detail
+
+
+class ShareRefusedEverywhere(InsufficientResources):
+    """Every node that could hold a share refused it (``refusals``: node -> what ``refusal`` read from its error)."""
+
+    def __init__(self, refusals: Mapping[str, Mapping[str, Any]]) -> None:
+        self.refusals = {node: dict(detail) for node, detail in refusals.items()}
+        permanence = {detail.get("permanent") for detail in self.refusals.values()}
+        shares = sorted({str(d["share"]) for d in self.refusals.values() if d.get("share")})
+        super().__init__(
+            f"hami: no node could grant the share {', '.join(shares) or '?'}: refused by {', '.join(self.refusals)}",
+            {node: [ReasonCode(c) for c in detail.get("codes", [])] for node, detail in self.refusals.items()},
+            permanent=permanence.pop() if len(permanence) == 1 else None,
+        )
+
+    def _text(self) -> str:
+        detail = {
+            "codes": sorted(str(c) for c in self.codes),
+            "counts": {str(k): v for k, v in self.counts.items()},
+            "permanent": self.permanent,
+            "node": None,
+            "nodes": list(self.refusals),
+            "share": next((d.get("share") for d in self.refusals.values()), None),
+        }
+        return f"{super()._text()} [{MARKER}{json.dumps(detail, sort_keys=True)}]"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.refusals,))  # Ray pickles a task's error to hand it to the driver

@@ -16,12 +16,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hami_devices.device import Device
 from hami_devices.integrations.node import NodeSetup as BaseNodeSetup
+from hami_devices.ledger import Ledger
 from hami_devices.ledger.opening import ledger_target, open_ledger
 from hami_devices.ledger.paths import default_ledger_target
 
 PLUGIN_CLASS = "hami_devices.integrations.ray.plugin.HamiPlugin"
 PLUGINS_VAR = "RAY_RUNTIME_ENV_PLUGINS"
+# Raylets start workers for a share's runtime env that never run its task: prestarted ones, and on a cluster a
+# second one on the node a task spills back to.  Each holds the share (granted, never used) for as long as it
+# idles, and Ray keeps idle workers up to one per CPU.  So no prestart, and idle workers are ended after Ray's
+# idle threshold (1 s): a share's env is used by one task only, so its idle worker has nothing left to run.
+IDLE_WORKERS = {"RAY_enable_worker_prestart": "0", "RAY_num_workers_soft_limit": "0"}
+NODE_LABEL = "hami.io/node"  # the Ray node label naming the node's devices, so a retry can leave a refusing node out
 
 
 class NodeSetup(BaseNodeSetup):
@@ -35,7 +43,7 @@ class NodeSetup(BaseNodeSetup):
         plugins = json.loads(base.get(PLUGINS_VAR) or "[]")
         if not any(p.get("class") == PLUGIN_CLASS for p in plugins):
             plugins.append({"class": PLUGIN_CLASS})
-        return {**self.variables(), PLUGINS_VAR: json.dumps(plugins)}
+        return {**self.variables(), PLUGINS_VAR: json.dumps(plugins), **IDLE_WORKERS}
 
 
 def init(
@@ -64,9 +72,10 @@ def init(
         vendors=tuple(vendors),
     )
     resources = offered_resources(setup)
+    labels = {**node_labels(setup), **(ray_init.pop("labels", None) or {})}
     os.environ.update(setup.environment())
     extra = ray_init.pop("resources", None) or {}
-    return ray.init(resources={**resources, **extra}, **ray_init)
+    return ray.init(resources={**resources, **extra}, labels=labels, **ray_init)
 
 
 def offered_resources(setup: NodeSetup) -> dict[str, float]:
@@ -78,3 +87,14 @@ def offered_resources(setup: NodeSetup) -> dict[str, float]:
     devices = setup.devices(ledger)
     reap(ledger, {d.info.vendor: d.adapter for d in devices}, logging.getLogger(__name__))
     return node_resources(devices)
+
+
+def node_labels(setup: NodeSetup) -> dict[str, str]:
+    """The Ray labels a node with this set-up starts with: its node name, as its refusals name it."""
+    ledger = open_ledger(setup.ledger)
+    return {NODE_LABEL: node_name(setup, setup.devices(ledger), ledger)}
+
+
+def node_name(setup: NodeSetup, devices: Sequence[Device], ledger: Ledger) -> str:
+    """The name a node's refusals and its label give it: its devices' node, else the set-up's name."""
+    return devices[0].info.node if devices else setup.node_name(ledger)

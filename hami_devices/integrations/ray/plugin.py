@@ -29,7 +29,7 @@ from hami_devices.allocation import allocate, release_from
 from hami_devices.device import Device
 from hami_devices.errors import AmbiguousEnvironment, InsufficientResources, InvalidRequest, UnknownAllocation
 from hami_devices.integrations.ray.errors import ShareRefused
-from hami_devices.integrations.ray.node import NodeSetup
+from hami_devices.integrations.ray.node import NodeSetup, node_name
 from hami_devices.integrations.ray.ownership import handle_id, owner_key, reap
 from hami_devices.integrations.ray.spec import FIELD, PRELOAD_VAR, SHARE_VAR, ShareSpec, digest_of
 from hami_devices.ledger.opening import open_ledger
@@ -126,8 +126,7 @@ class HamiPlugin(RuntimeEnvPlugin):
         return {d.info.vendor: d.adapter for d in self._node_devices()}
 
     def _node_name(self) -> str:
-        devices = self._node_devices()
-        return devices[0].info.node if devices else self._setup.node_name(self._ledger)
+        return node_name(self._setup, self._node_devices(), self._ledger)
 
     def _grant(self, spec: ShareSpec, share: str) -> DeviceHandle:
         """The share's allocation: the live one if Ray retried ``create``, else a new one from the engine."""

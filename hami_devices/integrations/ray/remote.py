@@ -84,7 +84,15 @@ class SharedRemote:
         return SharedRemote(self._remote, {**self._share, **more})
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
-        return self._remote.options(**options(**self._share)).remote(*args, **kwargs)
+        from ray.remote_function import RemoteFunction
+
+        from hami_devices.integrations.ray.elsewhere import may_go_elsewhere, placer
+
+        call = options(**self._share)
+        if isinstance(self._remote, RemoteFunction) and may_go_elsewhere(call):
+            # a node that refuses the share leaves it to the others (an actor cannot be placed again)
+            return placer().remote(self._remote, functools.partial(options, **self._share), args, kwargs)
+        return self._remote.options(**call).remote(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._remote, name)

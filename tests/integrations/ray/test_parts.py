@@ -318,7 +318,9 @@ def test_cli_prints_resources_and_the_start_command(tmp_path: Path, capsys: pyte
     args = ["ray", "start", "--inventory", inventory, "--node", "n1", "--ledger", ledger, "--dry-run", "--json"]
     assert main([*args, "--", "--head", "--num-cpus", "2"]) == 0
     started = json.loads(capsys.readouterr().out)
-    assert started["command"][1:] == ["start", f"--resources={json.dumps(resources)}", "--head", "--num-cpus", "2"]
+    assert started["command"][1:] == [
+        "start", f"--resources={json.dumps(resources)}", "--labels=hami.io/node=n1", "--head", "--num-cpus", "2"
+    ]
     assert started["environment"]["HAMI_NODE"] == "n1"
     assert main([*args, "--", "--resources", "{}"]) == 2
     assert "--resources" in capsys.readouterr().err
