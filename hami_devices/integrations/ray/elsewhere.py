@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, cast
 
 from hami_devices.integrations.ray.errors import ShareRefusedEverywhere, refusal
 from hami_devices.integrations.ray.node import NODE_LABEL
@@ -24,8 +24,9 @@ def candidates(wanted: Mapping[str, float], refused: Collection[str] = ()) -> li
     """Names of the live labelled nodes whose resources could ever hold ``wanted``, less those that refused."""
     import ray
 
+    nodes = cast(Callable[[], list[dict[str, Any]]], ray.nodes)  # untyped in Ray; typed or Any without the extra
     found = []
-    for node in ray.nodes():  # type: ignore[no-untyped-call]
+    for node in nodes():
         name = (node.get("Labels") or {}).get(NODE_LABEL)
         total = node.get("Resources") or {}
         if node.get("Alive") and name and name not in refused and all(total.get(k, 0) >= v for k, v in wanted.items()):
