@@ -138,8 +138,10 @@ def bench_place(
     # Fill by the policy, every request decided as a scheduler decides it (a refusal explained), so that
     # what is timed below is a scheduler in its steady state; ``cold`` times shapes it has never seen.
     while cluster.mem_used[: cluster.size].sum() < 0.6 * total and i < 50 * cluster.size:
+        asked = ask(rng, i)
+        engine.observe(asked)
         with contextlib.suppress(hd.InsufficientResources):
-            engine.book(engine.place(ask(rng, i)))
+            engine.assume(engine.place(asked))
         i += 1
     filled = float(cluster.mem_used[: cluster.size].sum()) / total
     placed_s: list[float] = []
@@ -150,6 +152,7 @@ def bench_place(
         r = ask(rng, i + k)
         start, cpu = time.perf_counter(), time.process_time()
         refusal: hd.InsufficientResources | None = None
+        engine.observe(r)  # a scheduler's decision: it learns from the request, then places it
         try:
             placement = engine.place(r)
         except hd.InsufficientResources as refused:
@@ -163,7 +166,7 @@ def bench_place(
             refused_s.append(took)
             continue
         placed_s.append(took)
-        booking = engine.book(placement)
+        booking = engine.assume(placement)
         cluster.forget(booking.id)
     every = placed_s + refused_s
     cold = [timed_cold(engine, ask(rng, i + decisions + k), k) for k in range(colds)]
@@ -197,8 +200,9 @@ def timed_cold(engine: Engine, request: ResourceRequest, k: int) -> float:
     memory = part.memory_mib if part.memory_mib is not None else 1024
     shape = request.model_copy(update={"parts": [part.model_copy(update={"memory_mib": memory + 1 + k})]})
     start = time.perf_counter()
+    engine.observe(shape)
     with contextlib.suppress(hd.InsufficientResources):
-        engine.book(engine.place(shape))
+        engine.assume(engine.place(shape))
     return time.perf_counter() - start
 
 

@@ -122,23 +122,26 @@ def measure(
     live: deque[str] = deque()
     misses = 0
     while _memory_used(cluster) < level and misses < 200:  # fill; stop when the stream no longer fits
-        placement = engine.try_place(next(stream))
+        asked = next(stream)
+        engine.observe(asked)  # each decision teaches the policy's mix, as a scheduler's does
+        placement = engine.try_place(asked)
         if placement is None:
             misses += 1
             continue
         misses = 0
-        live.append(engine.book(placement).id)
+        live.append(engine.assume(placement).id)
     times = []
     refused = 0
     for _ in range(decisions):
         request = next(stream)
         t0 = time.perf_counter()
+        engine.observe(request)
         placement = engine.try_place(request)
         times.append(time.perf_counter() - t0)
         if placement is None:
             refused += 1
         else:
-            live.append(engine.book(placement).id)
+            live.append(engine.assume(placement).id)
         while live and _memory_used(cluster) > level:
             cluster.forget(live.popleft())
     arr = np.array(times) * 1000
