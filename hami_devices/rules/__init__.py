@@ -1,17 +1,14 @@
 """The placement rules as one table, and the one evaluator every consumer runs them through.
 
-``table``: the rows (reason code, kind, test or limit); ``columns``: what the rows
-read, for a whole cluster or one device; ``demand``: what a part needs of each
-device (the plain share, or the vendor's rounding); ``evaluate``: the evaluator.
+``table``: the rows (reason code, kind, test or limit), in groups typed by what
+they judge; ``columns``: the views the rows read, for a whole cluster or one
+device; ``demand``: what a part needs of each device (the plain share, or the
+vendor's rounding); ``evaluate``: the evaluator.
 """
 
-from hami_devices.rules.columns import ColumnView, Names, model_names, one_device
+from hami_devices.rules.columns import DeviceView, Names, NodeNames, NodeView, model_names, one_device
 from hami_devices.rules.demand import Apart, Demand, HostDemand, memory_need, plain_share, plan
 from hami_devices.rules.evaluate import (
-    BEFORE_ROUNDING,
-    FIT_RULES,
-    MATCH_RULES,
-    STATE_RULES,
     check_grant,
     evaluate,
     failures,
@@ -21,12 +18,17 @@ from hami_devices.rules.evaluate import (
     shortfall,
 )
 from hami_devices.rules.table import (
+    BEFORE_ROUNDING,
     DEVICE_CODES,
     DEVICE_RULES,
+    FIT_RULES,
+    MATCH_RULES,
     NODE_CODES,
     NODE_RULES,
     PART_NODE_CODES,
     PART_NODE_RULES,
+    ROUND_RULES,
+    STATE_RULES,
     USAGE_CODES,
     Kind,
     Limit,
@@ -43,15 +45,18 @@ __all__ = [
     "NODE_RULES",
     "PART_NODE_CODES",
     "PART_NODE_RULES",
+    "ROUND_RULES",
     "STATE_RULES",
     "USAGE_CODES",
     "Apart",
-    "ColumnView",
     "Demand",
+    "DeviceView",
     "HostDemand",
     "Kind",
     "Limit",
     "Names",
+    "NodeNames",
+    "NodeView",
     "Rule",
     "check_grant",
     "evaluate",

@@ -1,11 +1,12 @@
 """The columns the placement rules read, for many devices at once or for one.
 
-A rule never sees a ``DeviceInfo`` or a ``ClusterState``: it sees columns
-(``vendor``, ``mem_used``, ``split`` ...) indexed by device row.  The scheduling
-engine's cluster state keeps those columns as arrays over every device of a
-cluster; ``one_device`` builds the same columns, one row long, from a device's
-facts and usage for the allocator's re-check.  Both therefore run the same rule
-code, vectorised.
+A rule never sees a ``DeviceInfo`` or a ``ClusterState``: it sees a view, a
+frozen dataclass of columns (``vendor``, ``mem_used``, ``split`` ...) indexed by
+row.  The scheduling engine's cluster state keeps those columns as arrays over
+every device and node of a cluster and cuts views out of them (``Tables.view``,
+``NodeTable.node_view``); ``one_device`` builds the same view, one row long,
+from a device's facts and usage for the allocator's re-check.  Both therefore
+run the same rule code, vectorised.
 
 Names in a request (vendors, models, uuids) are resolved to the interned ids the
 columns hold through a ``Names`` resolver, so matching compares integers.
@@ -14,8 +15,8 @@ columns hold through a ``Names`` resolver, so matching compares integers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -28,26 +29,6 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 Index = IntArray | slice
-
-DEVICE_COLUMNS = (
-    "vendor",  # interned vendor id
-    "model",  # interned model id
-    "numa",  # NUMA node, -1 when unknown
-    "has_traits",  # the model is in the traits catalog
-    "tflops",  # peak per precision (rows x len(PRECISIONS)); 0 where unsupported
-    "healthy",
-    "exclusive",  # held by an exclusive grant (0 or 1 holders)
-    "sharers",
-    "split",  # the most sharers the device takes
-    "mem_total",
-    "mem_used",  # the shares and the contexts booked on top of them
-    "mem_cap",  # MiB that may be granted: total x the rule's memory factor
-    "cores_used",
-    "core_cap",  # cores (percent) that may be granted
-    "context_mib",  # MiB one context of the model takes beside a shared grant (traits catalog; 0: none known)
-)
-NODE_COLUMNS = ("node_ok", "node_cpu_used", "node_cpu_total", "node_mem_used", "node_mem_total")
-"""Node views also resolve labels and taints through their ``NodeNames``."""
 
 
 class Names(Protocol):
@@ -77,31 +58,16 @@ def model_names(info: DeviceInfo) -> set[str]:
     return names
 
 
-class ColumnView:
-    """The columns of ``source`` at the rows ``at`` (a slice reads views, an index array gathers).
+@dataclass(frozen=True)
+class Rows:
+    """The rows ``at`` of a table that a view holds (a slice cuts views of the table's arrays, an index array
+    gathers copies)."""
 
-    Each column is read once per view: rules that share a column share the read.  ``names``
-    resolves what a request names: a ``Names`` for device views, a ``NodeNames`` for node views.
-    """
-
-    def __init__(self, source: Any, at: Index, names: Any) -> None:
-        self._source = source
-        self.at = at
-        self.names = names
-        self._read: dict[str, Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        read = self.__dict__["_read"]
-        value = read.get(name)
-        if value is None:
-            value = read[name] = getattr(self._source, name)[self.at]
-        return value
+    at: Index
 
     @property
     def rows(self) -> IntArray:
-        """The device rows this view reads (what uuid selectors are resolved to)."""
+        """The table rows this view holds (what uuid selectors and anti-affinity are resolved to)."""
         at = self.at
         if isinstance(at, slice):
             return np.arange(at.start or 0, at.stop)
@@ -112,25 +78,60 @@ class ColumnView:
         return (at.stop - (at.start or 0)) if isinstance(at, slice) else int(at.size)
 
 
-@dataclass
-class _OneDevice:
-    """One device's columns, each an array of one entry."""
+@dataclass(frozen=True)
+class DeviceView(Rows):
+    """The columns the device rules read, one entry per device row of ``at``."""
 
-    vendor: IntArray
-    model: IntArray
-    numa: IntArray
-    has_traits: BoolArray
-    tflops: FloatArray
+    names: Names
+    vendor: IntArray  # interned vendor id
+    model: IntArray  # interned model id
+    numa: IntArray  # NUMA node, -1 when unknown
+    has_traits: BoolArray  # the model is in the traits catalog
+    tflops: FloatArray  # peak per precision (rows x len(PRECISIONS)); 0 where unsupported
     healthy: BoolArray
-    exclusive: BoolArray
+    exclusive: BoolArray  # held by an exclusive grant (0 or 1 holders)
     sharers: IntArray
-    split: IntArray
+    split: IntArray  # the most sharers the device takes
     mem_total: IntArray
-    mem_used: IntArray
-    mem_cap: IntArray
+    mem_used: IntArray  # the shares and the contexts booked on top of them
+    mem_cap: IntArray  # MiB that may be granted: total x the rule's memory factor
     cores_used: IntArray
-    core_cap: IntArray
-    context_mib: IntArray
+    core_cap: IntArray  # cores (percent) that may be granted
+    context_mib: IntArray  # MiB one context of the model takes beside a shared grant (traits catalog; 0: none known)
+
+    def as_if_empty(self) -> DeviceView:
+        """These devices with nothing allocated and every one healthy: "could this ever fit here" (usage goes
+        away as allocations are released, an unhealthy device may recover)."""
+        return replace(
+            self,
+            healthy=np.ones_like(self.healthy),
+            exclusive=np.zeros_like(self.exclusive),
+            sharers=np.zeros_like(self.sharers),
+            mem_used=np.zeros_like(self.mem_used),
+            cores_used=np.zeros_like(self.cores_used),
+        )
+
+
+@dataclass(frozen=True)
+class NodeView(Rows):
+    """The columns the node rules read, one entry per node row of ``at``; labels and taints are asked of
+    ``names``."""
+
+    names: NodeNames
+    node_ok: BoolArray  # the node is there and schedulable
+    node_cpu_used: IntArray  # host CPU, millicores
+    node_cpu_total: IntArray
+    node_mem_used: IntArray  # host memory, MiB
+    node_mem_total: IntArray
+
+    def as_if_empty(self) -> NodeView:
+        """These nodes with nothing allocated and every one schedulable (a cordoned node may be opened again)."""
+        return replace(
+            self,
+            node_ok=np.ones_like(self.node_ok),
+            node_cpu_used=np.zeros_like(self.node_cpu_used),
+            node_mem_used=np.zeros_like(self.node_mem_used),
+        )
 
 
 class _OneDeviceNames:
@@ -149,57 +150,34 @@ class _OneDeviceNames:
         return [0] if self._uuid in uuids else []
 
 
-def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_capacity: int) -> ColumnView:
+def _int(value: int) -> IntArray:
+    return np.array([value], dtype=np.int64)
+
+
+def _flag(value: bool) -> BoolArray:
+    return np.array([value], dtype=np.bool_)
+
+
+def one_device(info: DeviceInfo, usage: DeviceUsage, memory_factor: float, core_capacity: int) -> DeviceView:
     """The rules' columns for one device holding ``usage``, as a one-row view (``memory_factor`` and
     ``core_capacity``: the rule's, which a device's own node settings replace)."""
     traits = info.traits
-
-    def one(value: Any) -> Any:
-        return np.array([value])  # Python ints and bools give the columns' int64 and bool
-
-    source = _OneDevice(
-        vendor=one(0),
-        model=one(0),
-        numa=one(-1 if info.numa_node is None else info.numa_node),
-        has_traits=one(traits is not None),
+    return DeviceView(
+        at=slice(1),
+        names=_OneDeviceNames(info),
+        vendor=_int(0),
+        model=_int(0),
+        numa=_int(-1 if info.numa_node is None else info.numa_node),
+        has_traits=_flag(traits is not None),
         tflops=np.array([[traits.peak_tflops.get(p, 0.0) if traits else 0.0 for p in PRECISIONS]]),
-        healthy=one(info.healthy),
-        exclusive=one(usage.exclusive),
-        sharers=one(usage.sharers),
-        split=one(info.split_count),
-        mem_total=one(info.memory_mib),
-        mem_used=one(usage.booked_mib),
-        mem_cap=one(device_memory_capacity(info, memory_factor)),
-        cores_used=one(usage.cores),
-        core_cap=one(device_core_capacity(info, core_capacity)),
-        context_mib=one(info.context_mib),
+        healthy=_flag(info.healthy),
+        exclusive=_flag(usage.exclusive),
+        sharers=_int(usage.sharers),
+        split=_int(info.split_count),
+        mem_total=_int(info.memory_mib),
+        mem_used=_int(usage.booked_mib),
+        mem_cap=_int(device_memory_capacity(info, memory_factor)),
+        cores_used=_int(usage.cores),
+        core_cap=_int(device_core_capacity(info, core_capacity)),
+        context_mib=_int(info.context_mib),
     )
-    return ColumnView(source, slice(1), _OneDeviceNames(info))
-
-
-
-_USAGE_COLUMNS = {"mem_used", "cores_used", "sharers", "exclusive", "node_cpu_used", "node_mem_used"}
-_MAY_RETURN = {"healthy", "node_ok"}
-
-
-class AsIfEmpty:
-    """A source's columns as they would be with nothing allocated, every device healthy and every node
-    schedulable.
-
-    For "could this ever fit here": usage goes away as allocations are released, an unhealthy
-    device may recover and a cordoned node may be opened again.
-    """
-
-    def __init__(self, source: Any) -> None:
-        self._source = source
-
-    def __getattr__(self, name: str) -> Any:
-        column = getattr(self._source, name)
-        if name in _USAGE_COLUMNS:
-            emptied = np.zeros(column.shape, dtype=column.dtype)
-        elif name in _MAY_RETURN:
-            emptied = np.ones(column.shape, dtype=column.dtype)
-        else:
-            return column
-        self.__dict__[name] = emptied  # built once: a refusal's explanation reads it for many rows
-        return emptied

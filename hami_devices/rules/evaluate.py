@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
@@ -20,19 +20,15 @@ from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import ReasonCode
 from hami_devices.models import DeviceInfo, Grant, RequestPart
 from hami_devices.rounding import GrantRule
-from hami_devices.rules.columns import BoolArray, ColumnView, IntArray, one_device
+from hami_devices.rules.columns import BoolArray, DeviceView, IntArray, Rows, one_device
 from hami_devices.rules.demand import Demand, plan
-from hami_devices.rules.table import DEVICE_RULES, Kind, Rule, rules_of
+from hami_devices.rules.table import FIT_RULES, GRANT_RULES, MATCH_RULES, STATE_RULES, Rule
 
-MATCH_RULES = rules_of(DEVICE_RULES, Kind.MATCH)
-STATE_RULES = rules_of(DEVICE_RULES, Kind.STATE)
-BEFORE_ROUNDING = rules_of(DEVICE_RULES, Kind.MATCH, Kind.STATE)
-FIT_RULES = rules_of(DEVICE_RULES, Kind.FIT)
-GRANT_RULES = rules_of(DEVICE_RULES, Kind.STATE, Kind.FIT)
-"""What a given grant must satisfy on a device (booking a placement decided elsewhere)."""
+V = TypeVar("V", bound=Rows)
+A = TypeVar("A")
 
 
-def passing(rules: Sequence[Rule], view: ColumnView, arg: Any, out: BoolArray | None = None) -> BoolArray:
+def passing(rules: Sequence[Rule[V, A]], view: V, arg: A, out: BoolArray | None = None) -> BoolArray:
     """Rows of ``view`` that pass every rule of ``rules`` (``out``: a mask to narrow in place)."""
     ok = np.ones(len(view), dtype=bool) if out is None else out
     for rule in rules:
@@ -41,11 +37,11 @@ def passing(rules: Sequence[Rule], view: ColumnView, arg: Any, out: BoolArray | 
 
 
 def first_failure(
-    rules: Sequence[Rule], view: ColumnView, arg: Any, codes: IntArray, index: Mapping[ReasonCode, int]
+    rules: Sequence[Rule[V, A]], view: V, arg: A, codes: IntArray, index: Mapping[ReasonCode, int]
 ) -> None:
     """Give each row of ``codes`` still at -1 the ``index`` of the code of the first rule of ``rules`` it fails.
 
-    A ``ROUND`` row reports the rounding's own code where it gave one (``Demand.codes``, positions in
+    A rule with ``codes`` (the ``ROUND`` row) reports its judge's finer code where it gave one (positions in
     ``DEVICE_CODES``, which ``index`` must number the same way).
     """
     for rule in rules:
@@ -57,12 +53,13 @@ def first_failure(
             continue
         hit = bad & open_rows
         codes[hit] = index[rule.code]
-        if rule.kind == Kind.ROUND and arg.codes is not None:
-            own = arg.codes[hit]
+        finer = None if rule.codes is None else rule.codes(arg)
+        if finer is not None:
+            own = finer[hit]
             codes[hit] = np.where(own >= 0, own, index[rule.code])
 
 
-def failures(rules: Sequence[Rule], view: ColumnView, arg: Any) -> list[ReasonCode]:
+def failures(rules: Sequence[Rule[V, A]], view: V, arg: A) -> list[ReasonCode]:
     """Every rule of ``rules`` the one row of ``view`` fails, in table order."""
     out: list[ReasonCode] = []
     for rule in rules:
@@ -72,12 +69,12 @@ def failures(rules: Sequence[Rule], view: ColumnView, arg: Any) -> list[ReasonCo
     return out
 
 
-def shortfall(rules: Sequence[Rule], view: ColumnView, arg: Any) -> dict[ReasonCode, tuple[str, IntArray]]:
+def shortfall(rules: Sequence[Rule[V, A]], view: V, arg: A) -> dict[ReasonCode, tuple[str, IntArray]]:
     """Per limited rule of ``rules``: its resource and how much each row misses (0 or less: enough)."""
     return {r.code: (r.limit.resource, r.limit.short(view, arg)) for r in rules if r.limit is not None}
 
 
-def fits_after(rules: Sequence[Rule], view: ColumnView, arg: Any, back: Mapping[str, IntArray]) -> BoolArray:
+def fits_after(rules: Sequence[Rule[V, A]], view: V, arg: A, back: Mapping[str, IntArray]) -> BoolArray:
     """Rows where every limited rule of ``rules`` would pass once ``back`` (per resource) were released."""
     ok = np.ones(len(view), dtype=bool)
     for resource, short in shortfall(rules, view, arg).values():
@@ -85,7 +82,7 @@ def fits_after(rules: Sequence[Rule], view: ColumnView, arg: Any, back: Mapping[
     return ok
 
 
-def check_grant(view: ColumnView, grant: Grant) -> list[ReasonCode]:
+def check_grant(view: DeviceView, grant: Grant) -> list[ReasonCode]:
     """Every rule a given grant breaks on the one device of ``view`` (its usage and capacity)."""
     return failures(GRANT_RULES, view, Demand.of_grants([grant]))
 

@@ -17,12 +17,11 @@ import numpy as np
 from hami_devices.models import Grant, RequestPart, ResourceRequest
 from hami_devices.rules import (
     DEVICE_CODES,
-    DEVICE_RULES,
     FIT_RULES,
     NODE_RULES,
+    ROUND_RULES,
     STATE_RULES,
     HostDemand,
-    Kind,
     first_failure,
     passing,
 )
@@ -30,7 +29,7 @@ from hami_devices.rules.columns import BoolArray, IntArray
 from hami_devices.scheduling.cluster import ClusterState
 
 _CODE_INDEX = {code: i for i, code in enumerate(DEVICE_CODES)}
-_AFTER_MATCH = tuple(r for r in DEVICE_RULES if r.kind in (Kind.ROUND, Kind.FIT))
+_AFTER_MATCH = (*ROUND_RULES, *FIT_RULES)
 
 
 @dataclass

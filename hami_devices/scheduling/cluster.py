@@ -17,7 +17,7 @@ from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import HamiError, InvalidRequest, ReasonCode, UnknownAllocation
 from hami_devices.models import DeviceHandle, DeviceInfo, Grant, ResourceRequest, Taint
 from hami_devices.rounding import GrantRule
-from hami_devices.rules import NODE_RULES, USAGE_CODES, HostDemand, Rule, check_grant, failures
+from hami_devices.rules import NODE_RULES, USAGE_CODES, HostDemand, NodeView, Rule, check_grant, failures
 from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
 from hami_devices.scheduling.bookings import Booking, PlacementState, takes_none
 from hami_devices.scheduling.mirroring import LedgerMirror
@@ -146,7 +146,7 @@ class ClusterState(LedgerMirror, Plans):
         )
 
     def _host_failures(
-        self, names: Sequence[str], host: HostDemand, limits: Sequence[Rule] = _HOST_LIMITS
+        self, names: Sequence[str], host: HostDemand, limits: Sequence[Rule[NodeView, HostDemand]] = _HOST_LIMITS
     ) -> dict[str, list[ReasonCode]]:
         """The host ``limits`` (CPU, memory) each of the nodes ``names`` would break taking ``host``."""
         found: dict[str, list[ReasonCode]] = {}

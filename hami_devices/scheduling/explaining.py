@@ -27,7 +27,7 @@ from hami_devices.rules import (
     PART_NODE_CODES,
     HostDemand,
 )
-from hami_devices.rules.columns import AsIfEmpty, BoolArray, ColumnView, IntArray
+from hami_devices.rules.columns import BoolArray, IntArray
 from hami_devices.scheduling.choosing import Chooser
 from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.scheduling.scoring import ScoredPart
@@ -71,7 +71,7 @@ def node_failures(
     nothing allocated and every node schedulable, so what fails then never fits)."""
     view = cluster.node_view(rows)
     if as_if_empty:
-        view = ColumnView(AsIfEmpty(cluster), view.at, cluster)
+        view = view.as_if_empty()
     host = HostDemand.of(request)
     out = []
     for rule in NODE_RULES:
@@ -253,8 +253,8 @@ def closest(cluster: ClusterState, found: ArrayExplanation, request: ResourceReq
         return []
     view = cluster.view(rows)
     memory, cores = _LIMITS[ReasonCode.CARD_INSUFFICIENT_MEMORY], _LIMITS[ReasonCode.CARD_INSUFFICIENT_CORE]
-    free_mem = memory.cap(view, None) - memory.used(view)
-    free_cores = cores.cap(view, None) - cores.used(view)
+    free_mem = memory.cap(view) - memory.used(view)
+    free_cores = cores.cap(view) - cores.used(view)
     order = np.lexsort((-free_cores, -free_mem))  # most memory free first, then most compute
     nodes = cluster.node[rows[order]]
     _, first = np.unique(nodes, return_index=True)  # each node's best device

@@ -15,7 +15,7 @@ import numpy as np
 
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import ACCELERATOR_TAINT, Taint
-from hami_devices.rules import ColumnView
+from hami_devices.rules import NodeView
 from hami_devices.rules.columns import BoolArray, IntArray
 
 
@@ -65,9 +65,15 @@ class NodeTable:
     def node_mem_used(self) -> IntArray:
         return self.node_mem_total - self.node_mem_free
 
-    def node_view(self, at: IntArray | slice | None = None) -> ColumnView:
+    def node_view(self, at: IntArray | slice | None = None) -> NodeView:
         """The node columns at node rows ``at`` (default: every node row), as the node rules read them."""
-        return ColumnView(self, slice(0, len(self._node_names)) if at is None else at, self)
+        at = slice(0, len(self._node_names)) if at is None else at
+        total_cpu, total_mem = self.node_cpu_total[at], self.node_mem_total[at]
+        return NodeView(
+            at=at, names=self, node_ok=self.node_ok[at],
+            node_cpu_used=total_cpu - self.node_cpu_free[at], node_cpu_total=total_cpu,
+            node_mem_used=total_mem - self.node_mem_free[at], node_mem_total=total_mem,
+        )
 
     # ------------------------------------------------------------------ nodes
     def _add_node_row(

@@ -27,14 +27,13 @@ from hami_devices.rules import (
     FIT_RULES,
     MATCH_RULES,
     STATE_RULES,
-    ColumnView,
     Demand,
     first_failure,
     memory_need,
     passing,
     plan,
 )
-from hami_devices.rules.columns import AsIfEmpty, BoolArray, IntArray
+from hami_devices.rules.columns import BoolArray, IntArray
 from hami_devices.scheduling.tables import Tables
 
 _CODE_POSITION = {code: i for i, code in enumerate(DEVICE_CODES)}
@@ -205,8 +204,7 @@ class Plans(Tables):
         on = self.alive[:size] & self.match_ok(part)
         if within is not None:
             on &= within[:size]
-        emptied = AsIfEmpty(self)
-        empty = ColumnView(emptied, slice(0, size), self)
+        empty = self.view(slice(0, size)).as_if_empty()
         passing(STATE_RULES, empty, None, out=on)
         if part.partition is None:
             plain = on & self.plain[:size]
@@ -217,7 +215,7 @@ class Plans(Tables):
             asked = np.flatnonzero(on)
         if asked.size:
             known = self._empty_verdicts(part, part_index)
-            self._judge_empty(asked[known[asked] < 0], part, part_index, emptied, known)
+            self._judge_empty(asked[known[asked] < 0], part, part_index, known)
             plain[asked] = known[asked] == 1
         return plain
 
@@ -237,7 +235,7 @@ class Plans(Tables):
             self._empty.move_to_end(key)
         return known
 
-    def _judge_empty(self, rows: IntArray, part: RequestPart, part_index: int, emptied: AsIfEmpty,
+    def _judge_empty(self, rows: IntArray, part: RequestPart, part_index: int,
                      known: np.ndarray[Any, np.dtype[np.int8]]) -> None:
         """Set ``known`` at ``rows``: whether the part fits each emptied row (the vendor's rounding on an empty
         device, then the fit rules over all the rounded rows at once)."""
@@ -255,4 +253,4 @@ class Plans(Tables):
                 grants.append(planned)
         if granted:
             at = np.array(granted, dtype=np.int64)
-            known[at] = passing(FIT_RULES, ColumnView(emptied, at, self), Demand.of_grants(grants))
+            known[at] = passing(FIT_RULES, self.view(at).as_if_empty(), Demand.of_grants(grants))

@@ -21,7 +21,7 @@ from hami_devices.accounting import DeviceUsage, device_core_capacity, device_me
 from hami_devices.errors import InvalidRequest
 from hami_devices.models import PRECISIONS, DeviceInfo, Health
 from hami_devices.rounding import DefaultRule, GrantRule
-from hami_devices.rules import STATE_RULES, ColumnView, model_names, passing
+from hami_devices.rules import STATE_RULES, DeviceView, model_names, passing
 from hami_devices.rules.columns import BoolArray, FloatArray, IntArray
 from hami_devices.scheduling.nodes import NodeState, NodeTable
 from hami_devices.traits import normalize_model_name
@@ -176,9 +176,16 @@ class Tables(NodeTable):
             self._refresh(row)
 
     # ------------------------------------------------------------------ the rules' view
-    def view(self, at: IntArray | slice | None = None) -> ColumnView:
+    def view(self, at: IntArray | slice | None = None) -> DeviceView:
         """The device columns at rows ``at`` (default: every row in use), as the rules read them."""
-        return ColumnView(self, slice(0, self.size) if at is None else at, self)
+        at = slice(0, self.size) if at is None else at
+        return DeviceView(
+            at=at, names=self, vendor=self.vendor[at], model=self.model[at], numa=self.numa[at],
+            has_traits=self.has_traits[at], tflops=self.tflops[at], healthy=self.healthy[at],
+            exclusive=self.exclusive[at], sharers=self.sharers[at], split=self.split[at],
+            mem_total=self.mem_total[at], mem_used=self.mem_used[at], mem_cap=self.mem_cap[at],
+            cores_used=self.cores_used[at], core_cap=self.core_cap[at], context_mib=self.context_mib[at],
+        )
 
     def vendor_ids(self, names: Sequence[str]) -> list[int]:
         return [self._vendor_id.get(n.lower(), -2) for n in names]

@@ -4,6 +4,7 @@ amount-short forms that the queues' prefilter and eviction planning read."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -11,15 +12,21 @@ import pytest
 
 from hami_devices.accounting import DeviceUsage
 from hami_devices.errors import ReasonCode
-from hami_devices.models import DeviceInfo, Grant, RequestPart
+from hami_devices.models import DeviceInfo, Grant, Health, RequestPart
 from hami_devices.rounding import DefaultRule
 from hami_devices.rules import (
     DEVICE_CODES,
     DEVICE_RULES,
     FIT_RULES,
-    ColumnView,
+    MATCH_RULES,
+    NODE_RULES,
+    ROUND_RULES,
+    STATE_RULES,
     Demand,
+    DeviceView,
     Kind,
+    NodeView,
+    Rule,
     evaluate,
     first_failure,
     fits_after,
@@ -27,14 +34,15 @@ from hami_devices.rules import (
     one_device,
     shortfall,
 )
-from hami_devices.rules.columns import AsIfEmpty
+from hami_devices.rules.columns import Rows
+from hami_devices.scheduling.cluster import ClusterState
 from hami_devices.traits import find
 
 T4 = DeviceInfo(uuid="GPU-t4", index=0, vendor="nvidia", model="T4", node="n0", memory_mib=15_360)
 T4_TRAITS = find("nvidia", "T4")
 
 
-def _view(info: DeviceInfo = T4, usage: DeviceUsage | None = None) -> ColumnView:
+def _view(info: DeviceInfo = T4, usage: DeviceUsage | None = None) -> DeviceView:
     return one_device(info, usage or DeviceUsage(), 1.0, 100)
 
 
@@ -111,57 +119,64 @@ def test_a_device_outside_the_included_names_fails_whatever_is_excluded(field: s
     assert evaluate(T4, DefaultRule(), part, 0, DeviceUsage()) == [code]
 
 
-# ---------------------------------------------------------------- the view
-
-
-class _Counting:
-    """A column source that counts its reads."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-        self._hidden = np.arange(6)
-
-    @property
-    def mem_used(self) -> Any:
-        self.reads += 1
-        return np.arange(6) * 10
-
-
-def test_a_view_reads_each_column_once_and_never_a_private_one() -> None:
-    source = _Counting()
-    view = ColumnView(source, slice(2, 5), None)
-    assert view.mem_used.tolist() == [20, 30, 40]
-    assert view.mem_used.tolist() == [20, 30, 40]
-    assert source.reads == 1
-    with pytest.raises(AttributeError) as missing:
-        view._hidden  # noqa: B018
-    assert missing.value.args == ("_hidden",)
+# ---------------------------------------------------------------- the views
 
 
 def test_a_views_length_and_rows_follow_its_slice_or_index() -> None:
-    source = _Counting()
-    assert len(ColumnView(source, slice(2, 5), None)) == 3
-    assert ColumnView(source, slice(2, 5), None).rows.tolist() == [2, 3, 4]
-    assert len(ColumnView(source, slice(None, 4), None)) == 4
-    picked = ColumnView(source, np.array([5, 1]), None)
-    assert len(picked) == 2 and picked.mem_used.tolist() == [50, 10]
+    assert len(Rows(slice(2, 5))) == 3 and Rows(slice(2, 5)).rows.tolist() == [2, 3, 4]
+    assert len(Rows(slice(None, 4))) == 4 and Rows(slice(None, 4)).rows.tolist() == [0, 1, 2, 3]
+    picked = Rows(np.array([5, 1]))
+    assert len(picked) == 2 and picked.rows.tolist() == [5, 1]
+
+
+def test_a_clusters_views_hold_its_columns_at_the_rows_asked() -> None:
+    """Every column a rule reads is the cluster's column of the same name, at the view's rows."""
+    cluster = ClusterState()
+    infos = [T4.model_copy(update={"uuid": f"GPU-{i}", "index": i, "node": f"n{i // 2}", "memory_mib": 1_000 * (i + 1)})
+             for i in range(4)]
+    cluster.add_node("n0", 8_000, 16_000, infos[:2])
+    cluster.add_node("n1", 4_000, 32_000, infos[2:])
+    cluster.assume("n1", [Grant.on(infos[2], 0, 300, 0)], host_cpu_milli=500, host_memory_mib=64)
+    at = np.array([2, 0])
+    view = cluster.view(at)
+    names = [f.name for f in dataclasses.fields(DeviceView) if f.name not in ("at", "names")]
+    assert len(names) == 15
+    for name in names:
+        assert np.array_equal(getattr(view, name), getattr(cluster, name)[at]), name
+    assert view.mem_total.tolist() == [3_000, 1_000] and view.sharers.tolist() == [1, 0]
+    assert len(cluster.view()) == 4 and view.names is cluster
+    nodes = cluster.node_view(np.array([1]))
+    assert (nodes.node_cpu_used.tolist(), nodes.node_cpu_total.tolist()) == ([500], [4_000])
+    assert (nodes.node_mem_used.tolist(), nodes.node_mem_total.tolist()) == ([64], [32_000])
+    assert nodes.node_ok.tolist() == [True] and nodes.rows.tolist() == [1]
 
 
 def test_as_if_empty_clears_usage_and_state_and_keeps_each_columns_type() -> None:
-    class Source:
-        mem_used = np.array([5, 7], dtype=np.int64)
-        exclusive = np.array([True, False])
-        healthy = np.array([False, True])
-        node_ok = np.array([False])
-        mem_cap = np.array([100, 200], dtype=np.int64)
+    info = T4.model_copy(update={"health": Health.UNHEALTHY})
+    held = DeviceUsage().plus(Grant.on(info, 0, 1_000, 30, exclusive=True))
+    view = _view(info, held)
+    empty = view.as_if_empty()
+    for column, dtype in ((empty.mem_used, np.int64), (empty.cores_used, np.int64), (empty.sharers, np.int64)):
+        assert column.tolist() == [0] and column.dtype == dtype
+    assert empty.exclusive.tolist() == [False] and empty.exclusive.dtype == np.bool_
+    assert empty.healthy.tolist() == [True] and empty.healthy.dtype == np.bool_
+    assert view.mem_used.tolist() == [1_000] and view.healthy.tolist() == [False]  # the view itself is kept
+    assert empty.mem_cap is view.mem_cap and empty.names is view.names and empty.at is view.at
 
-    empty = AsIfEmpty(Source())
-    assert empty.mem_used.tolist() == [0, 0] and empty.mem_used.dtype == np.int64
-    assert empty.exclusive.tolist() == [False, False] and empty.exclusive.dtype == np.bool_
-    assert empty.healthy.tolist() == [True, True] and empty.healthy.dtype == np.bool_
-    assert empty.node_ok.tolist() == [True]
-    assert empty.mem_cap is Source.mem_cap
-    assert empty.mem_used is empty.mem_used and empty.healthy is empty.healthy  # each built once
+    class NoNames:
+        def label_matches(self, key: str, value: str) -> Any:
+            raise AssertionError("not asked")
+
+        def node_taints(self) -> list[Any]:
+            return []
+
+    total = np.array([4_000, 8_000], dtype=np.int64)
+    nodes = NodeView(slice(0, 2), NoNames(), np.array([False, True]), np.array([1_000, 0]), total,
+                     np.array([5, 7]), total)
+    emptied = nodes.as_if_empty()
+    assert emptied.node_ok.tolist() == [True, True] and emptied.node_ok.dtype == np.bool_
+    assert emptied.node_cpu_used.tolist() == [0, 0] and emptied.node_mem_used.tolist() == [0, 0]
+    assert emptied.node_cpu_total is total and nodes.node_ok.tolist() == [False, True]
 
 
 # ---------------------------------------------------------------- what a part demands
@@ -224,8 +239,9 @@ def test_a_memory_need_keeps_the_shape_and_integer_type_of_the_totals() -> None:
 # ---------------------------------------------------------------- first failure and the amounts short
 
 
-def _round_rule() -> Any:
-    return next(r for r in DEVICE_RULES if r.kind == Kind.ROUND)
+def _round_rule() -> Rule[DeviceView, Demand]:
+    (rule,) = ROUND_RULES
+    return rule
 
 
 @pytest.mark.parametrize(("own", "expected"), [(3, 3), (0, 0), (-1, None)])
@@ -246,7 +262,7 @@ def test_a_row_already_coded_keeps_its_code() -> None:
     assert codes.tolist() == [7]
 
 
-def _fit_view_and_demand(memory: int, cores: int) -> tuple[ColumnView, Demand]:
+def _fit_view_and_demand(memory: int, cores: int) -> tuple[DeviceView, Demand]:
     """A T4 holding 15,000 MiB and 90 cores; the part asks ``memory`` and ``cores``."""
     used = DeviceUsage().plus(Grant.on(T4, 0, 15_000, 90))
     return _view(usage=used), Demand.plain(
@@ -278,3 +294,27 @@ def test_a_part_fits_after_a_release_only_when_every_shortfall_is_given_back() -
     view, one_mib_short = _fit_view_and_demand(361, 10)
     assert fits_after(FIT_RULES, view, one_mib_short, {}).tolist() == [False]
     assert fits_after(FIT_RULES, view, one_mib_short, {"memory": np.array([1])}).tolist() == [True]
+
+
+def test_an_exclusive_part_is_short_by_every_sharer_of_the_device_and_a_shared_part_by_none() -> None:
+    two_sharers = DeviceUsage().plus(Grant.on(T4, 0, 1_000, 10)).plus(Grant.on(T4, 1, 1_000, 10))
+    view = _view(usage=two_sharers)
+    alone = Demand(np.array([1_000]), 0, True, np.array([False]))
+    shared = Demand(np.array([1_000]), 0, False, np.array([False]))
+    resource, short = shortfall(FIT_RULES, view, alone)[ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE]
+    assert (resource, short.tolist()) == ("sharers", [2])
+    assert fits_after(FIT_RULES, view, alone, {"sharers": np.array([1])}).tolist() == [False]
+    assert fits_after(FIT_RULES, view, alone, {"sharers": np.array([2])}).tolist() == [True]
+    assert shortfall(FIT_RULES, view, shared)[ReasonCode.CARD_NOT_EMPTY_FOR_EXCLUSIVE][1][0] <= 0
+    assert fits_after(FIT_RULES, view, shared, {}).tolist() == [True]
+
+
+# ---------------------------------------------------------------- the table's groups
+
+
+def test_each_group_holds_the_rows_of_its_kind_and_the_table_reports_in_kind_order() -> None:
+    groups = {Kind.MATCH: MATCH_RULES, Kind.STATE: STATE_RULES, Kind.ROUND: ROUND_RULES, Kind.FIT: FIT_RULES}
+    for kind, group in groups.items():
+        assert group and all(r.kind == kind for r in group), kind
+    assert (*MATCH_RULES, *STATE_RULES, *ROUND_RULES, *FIT_RULES) == DEVICE_RULES
+    assert [r.kind for r in NODE_RULES] == [Kind.MATCH, Kind.MATCH, Kind.STATE, Kind.FIT, Kind.FIT]
