@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import psycopg
 
@@ -16,7 +16,8 @@ from hami_devices.ledger.events import USAGE_BUCKET_SECONDS, Event, EventKind, U
 from hami_devices.ledger.row_versions import RowVersions
 from hami_devices.models import DeviceHandle, Grant
 
-Connection = psycopg.Connection[tuple[Any, ...]]
+# TypeAlias: without the [postgresql] extra psycopg is Any, and mypy takes a plain assignment for a variable
+Connection: TypeAlias = psycopg.Connection[tuple[Any, ...]]
 
 _WRITTEN_HERE = ""  # the xmin a row written by the open transaction is known by until it is listed again
 
