@@ -3,12 +3,12 @@
 For each ``openb_pod_list_*.csv`` under ``--traces`` (the layout ``bench/placement.py`` reads; the
 shipped sample, with a note, when the folder has no trace) and each seed of ``--bound-seeds``, the
 tasks that had arrived when the metric is read (same order, inflation and stopping rule) are packed
-offline (``hami_devices.simulate.bound``, the ``[solver]`` extra):
+offline (``hami_devices.research.bound``, the ``[research]`` extra):
 
 * ``bound``: no placement of those tasks, even one that knows them all, leaves less GPU share
   unallocated (a configuration LP by column generation, certified by Lagrangian duality);
 * ``admission_bound`` (with ``--admission``): the same for schedulers that must place every task that fits
-  when it arrives, as the protocol's do (``simulate.bound.admission``; a dozen LPs a seed);
+  when it arrives, as the protocol's do (``research.bound.admission``; a dozen LPs a seed);
 * ``offline``: a placement that does (the LP's patterns made whole, rounded by a MIP, topped up best-fit),
   held to the trace by an independent checker.
 
@@ -40,11 +40,11 @@ sys.path.insert(0, str(BENCH))
 
 from placement import HEADLINE, PUBLISHED, _one, _seeds  # noqa: E402
 
-from hami_devices.simulate.bound.admission import admission_bound  # noqa: E402
-from hami_devices.simulate.bound.check import granted_milli  # noqa: E402
-from hami_devices.simulate.bound.configlp import config_bound  # noqa: E402
-from hami_devices.simulate.bound.instance import instance_for  # noqa: E402
-from hami_devices.simulate.bound.packing import offline_packing  # noqa: E402
+from hami_devices.research.bound.admission import admission_bound  # noqa: E402
+from hami_devices.research.bound.check import granted_milli  # noqa: E402
+from hami_devices.research.bound.configlp import config_bound  # noqa: E402
+from hami_devices.research.bound.instance import instance_for  # noqa: E402
+from hami_devices.research.bound.packing import offline_packing  # noqa: E402
 from hami_devices.simulate.sample import NODE_FILE, trace_folder  # noqa: E402
 from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
 

@@ -29,7 +29,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "onnxruntime": "precision",
     "pyspark": "spark",
     # (the [airflow] extra's modules are imported by DAG files; its own venv in the tests: not listed here)
-    "highspy": "solver",
+    "highspy": "research",  # the bound LP and the defragmentation MILP; [solver] installs the same
     "psycopg": "postgresql",
 }
 

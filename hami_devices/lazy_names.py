@@ -44,3 +44,21 @@ def resolver(
         raise AttributeError(f"module {facade!r} has no attribute {name!r}")
 
     return getattr_
+
+
+def forwarder(old: str, new: str) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a module that moved from ``old`` to ``new``: every name resolves in ``new``
+    with a ``DeprecationWarning`` (for one release); ``new`` is imported only when a name is asked for, so the
+    old path costs nothing at import time and needs nothing the new home needs until it is used."""
+
+    def getattr_(name: str) -> Any:
+        if name.startswith("__"):  # import machinery probes (__path__, __file__ ...): not a user's name
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{old} moved to {new}: import {name} from {new} ({old} goes away in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(new), name)
+
+    return getattr_

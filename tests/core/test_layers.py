@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     (  # 5. consumers
         "hami_devices.queueing", "hami_devices.simulate", "hami_devices.observability", "hami_devices.kubernetes",
         "hami_devices.integrations", "hami_devices.testing",
+        "hami_devices.research",  # placement research: nothing below imports it at import time (test below)
     ),
     ("hami_devices.cli", "hami_devices.doctor"),  # 6. the command line
 ]
@@ -318,3 +319,45 @@ def test_the_allowance_for_large_classes_only_shrinks() -> None:
         name for name in OVER_THE_CAP if name not in INTERFACES or len(INTERFACES[name]) <= MAX_PUBLIC_METHODS
     ]
     assert stale == []
+
+
+# ---------------------------------------------------------------------- research apart (issue 41 item 4)
+RESEARCH = "hami_devices.research"
+
+
+def import_time_imports(tree: ast.Module) -> Iterator[tuple[str, int]]:
+    """(module named, line) for each import that runs when the module is imported: at module level or in a class
+    body, not inside a function (which runs only when called) nor under ``if TYPE_CHECKING:``."""
+    skipped = _type_checking_nodes(tree)
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if id(node) in skipped or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Import):
+            yield from ((a.name, node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield from ((f"{node.module}.{a.name}", node.lineno) for a in node.names if node.module)
+        else:
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def test_import_time_imports_leave_function_bodies_out() -> None:
+    tree = ast.parse(
+        "import a.b\nfrom c import d\nif TYPE_CHECKING:\n    import e\n"
+        "def f():\n    import g\nclass K:\n    import h\ntry:\n    import i\nexcept ImportError:\n    pass\n"
+    )
+    assert sorted(name for name, _ in import_time_imports(tree)) == ["a.b", "c.d", "h", "i"]
+
+
+def test_the_core_never_imports_research_at_import_time() -> None:
+    """The core runs without the research extra: no module outside hami_devices.research imports it when loaded
+    (a deprecated old path forwards to it only when one of its names is asked for)."""
+    found = [
+        f"{module}:{line} {name}"
+        for module in sorted(MODULES)
+        if module != RESEARCH and not module.startswith(RESEARCH + ".")
+        for name, line in import_time_imports(TREES[module])
+        if name == RESEARCH or name.startswith(RESEARCH + ".")
+    ]
+    assert found == []

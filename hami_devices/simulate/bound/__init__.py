@@ -1,2 +1,1 @@
-"""The offline limit of an openb replay: the instance, a configuration-LP bound (also under the admission rule),
-a feasible offline packing and an independent checker.  Needs the ``[solver]`` extra (HiGHS) where it solves."""
+"""Moved to ``hami_devices.research.bound``; its submodules here warn and forward for one release."""

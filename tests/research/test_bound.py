@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from hami_devices.errors import InvalidRequest
-from hami_devices.simulate.bound.admission import admission_bound
-from hami_devices.simulate.bound.check import granted_milli
-from hami_devices.simulate.bound.configlp import config_bound
-from hami_devices.simulate.bound.instance import arrived_at_metric, build_instance, instance_for
-from hami_devices.simulate.bound.packing import offline_packing
+from hami_devices.research.bound.admission import admission_bound
+from hami_devices.research.bound.check import granted_milli
+from hami_devices.research.bound.configlp import config_bound
+from hami_devices.research.bound.instance import arrived_at_metric, build_instance, instance_for
+from hami_devices.research.bound.packing import offline_packing
 from hami_devices.simulate.sample import NODE_FILE, SAMPLE_DIR
 from hami_devices.simulate.trace import TraceNodes, TracePods, load_nodes, load_pods
 
