@@ -124,8 +124,9 @@ def mig_request(rng: np.random.Generator, i: int) -> ResourceRequest:
     return ResourceRequest(name=f"m{i}", task_type=kind, parts=[part])
 
 
-def percentile(values: list[float], q: float) -> float:
-    return round(float(np.percentile(values, q)) * 1000, 3) if values else float("nan")
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q``th percentile of ``values`` (seconds) in ms; None (JSON null, where NaN is no JSON) when empty."""
+    return round(float(np.percentile(values, q)) * 1000, 3) if values else None
 
 
 def bench_place(
@@ -229,7 +230,7 @@ def bench_allocate(inv: Inventory, ledger: hd.Ledger, allocations: int, rng: np.
     }
 
 
-def sqlite_commit_p50(path: Path, rounds: int = 200) -> float:
+def sqlite_commit_p50(path: Path, rounds: int = 200) -> float | None:
     """An empty write transaction on the ledger: what a commit costs on this disk, whatever is written."""
     ledger = hd.SqliteLedger(path)
     times = []
