@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
         "hami_devices.rules", "hami_devices.plugins", "hami_devices.inventory", "hami_devices.workload",
         "hami_devices.ledger", "hami_devices.limiter", "hami_devices.node_identity", "hami_devices.nodeconfig",
         "hami_devices.inputs", "hami_devices.inventory_schema",
+        "hami_devices.lazy_names",  # the facades' and moved modules' __getattr__ (standard library only)
     ),
     (  # 2. vendor adapters and devices
         "hami_devices.isolation", "hami_devices.holdings", "hami_devices.monitoring", "hami_devices.device",

@@ -10,6 +10,9 @@ import textwrap
 import pytest
 
 import hami_devices.research.bound.configlp as configlp
+import hami_devices.research.defrag.milp as milp
+from hami_devices.errors import InvalidConfig
+from hami_devices.scheduling.defrag.plan import greedy, planner
 
 # Run in a fresh interpreter where highspy cannot be imported (as in an install without the extra).
 WITHOUT_SOLVER = textwrap.dedent(
@@ -35,6 +38,33 @@ WITHOUT_SOLVER = textwrap.dedent(
         config_bound(build_instance(nodes, pods, [0]))
     except MissingExtra as exc:
         print(exc.extra, exc.module)
+
+    # the defragmenter's greedy planner is the core's; asking for the milp one names the extra
+    from hami_devices.inventory import Inventory, NodeSpec
+    from hami_devices.models import DeviceInfo, ResourceRequest
+    from hami_devices.scheduling.cluster import ClusterState
+    from hami_devices.scheduling.defrag.report import plan_moves
+    from hami_devices.scheduling.engine import Engine
+    from hami_devices.scheduling.fgd import Shape, WorkloadMix
+
+    devices = [DeviceInfo(uuid=f"g{g}", index=g, vendor="nvidia", model="T4", node="n0", memory_mib=16000)
+               for g in range(2)]
+    node = NodeSpec(name="n0", cpu_milli=64000, memory_mib=262144, devices=devices)
+    cluster = ClusterState.from_inventory(Inventory(nodes=[node], source="test"))
+    engine = Engine(cluster, "binpack")
+    for g in range(2):  # a 30 % share on each device: emptying one is worth a move
+        mask = np.zeros(cluster.size, dtype=bool)
+        mask[cluster.row(f"g{g}")] = True
+        share = ResourceRequest(name=f"s{g}", preemptible=True, host_cpu_milli=1000, host_memory_mib=1024,
+                                parts=[{"count": 1, "cores": 30, "memory_percent": 30}])
+        engine.assume(engine.try_place(share, candidates=[mask]))
+    whole = WorkloadMix((Shape(0, 1000, 1, None, 1.0),))
+    print(plan_moves(cluster, whole, 2, solver="greedy").method)
+    assert not [m for m in sys.modules if m.startswith("hami_devices.research.defrag")], "greedy loaded research"
+    try:
+        plan_moves(cluster, whole, 2, solver="milp")
+    except MissingExtra as exc:
+        print(exc.extra, exc.module)
     """
 )
 
@@ -42,7 +72,7 @@ WITHOUT_SOLVER = textwrap.dedent(
 def test_the_core_runs_without_the_research_extra_and_research_names_it() -> None:
     done = subprocess.run([sys.executable, "-c", WITHOUT_SOLVER], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["research", "highspy"]
+    assert done.stdout.split() == ["research", "highspy", "greedy", "research", "highspy"]
 
 
 def test_an_old_path_forwards_with_a_deprecation_warning() -> None:
@@ -56,3 +86,15 @@ def test_an_old_path_has_no_name_its_new_home_lacks() -> None:
 
     with pytest.warns(DeprecationWarning), pytest.raises(AttributeError):
         _ = old.no_such_name
+
+
+def test_the_old_milp_path_forwards_to_research() -> None:
+    with pytest.warns(DeprecationWarning, match=r"hami_devices\.research\.defrag\.milp"):
+        from hami_devices.scheduling.defrag.milp import solve
+    assert solve is milp.solve
+
+
+def test_planners_by_name() -> None:
+    assert planner("greedy") is greedy
+    with pytest.raises(InvalidConfig, match="solver"):
+        planner("simplex")

@@ -8,8 +8,8 @@
 * ``make_room(request, now)``: a task found no room; a round plans the fewest
   moves that empty a device it fits on (then the caller places it again).
 
-A round builds the reduced instance (``instance``), solves it (``milp``: HiGHS
-within ``time_limit_s``, the greedy plan when it runs out of time, or always
+A round builds the reduced instance (``instance``), solves it (``plan.planner``: the ``milp`` one, HiGHS
+within ``time_limit_s`` from the ``[research]`` extra, the greedy plan when it runs out of time, or always
 with ``solver="greedy"``), and carries the moves out (``moves``) through the
 engine.  Only tasks that ``movable`` allows are moved (preemptible ones, and
 the caller's queue rule: a move must not take a queue below its guarantee),
@@ -28,8 +28,8 @@ from hami_devices.scheduling.cluster import Booking, ClusterState
 from hami_devices.scheduling.defrag.budget import MoveBudget
 from hami_devices.scheduling.defrag.forecast import DemandForecast
 from hami_devices.scheduling.defrag.instance import build_instance
-from hami_devices.scheduling.defrag.milp import greedy, solve
 from hami_devices.scheduling.defrag.moves import Listener, Moved, carry_out
+from hami_devices.scheduling.defrag.plan import PLANNER_NAMES, planner
 from hami_devices.scheduling.engine import Engine
 from hami_devices.scheduling.fragindex import FragmentationIndex
 
@@ -51,7 +51,7 @@ class DefragOptions:
             raise InvalidConfig("threshold", f"a fragmentation rate within 0..1, not {self.threshold}")
         if self.time_limit_s <= 0:
             raise InvalidConfig("time_limit_s", "must be > 0")
-        if self.solver not in ("milp", "greedy"):
+        if self.solver not in PLANNER_NAMES:
             raise InvalidConfig("solver", f"'milp' or 'greedy', not {self.solver!r}")
 
 
@@ -147,10 +147,7 @@ class Defragmenter:
             max_sources=self.options.max_sources,
             dests_per_task=self.options.dests_per_task,
         )
-        if self.options.solver == "milp":
-            plan = solve(inst, allowed, pending=pending is not None, time_limit_s=self.options.time_limit_s)
-        else:
-            plan = greedy(inst, allowed, pending=pending is not None)
+        plan = planner(self.options.solver, self.options.time_limit_s)(inst, allowed, pending=pending is not None)
         self.stats.solver_s += plan.solve_s
         self.stats.milp += plan.method == "milp"
         self.stats.greedy += plan.method == "greedy"

@@ -22,7 +22,7 @@ from hami_devices.errors import HamiError
 from hami_devices.ledger.events import Event, EventKind
 from hami_devices.scheduling.cluster import Booking, ClusterState
 from hami_devices.scheduling.defrag.instance import Instance
-from hami_devices.scheduling.defrag.milp import Solution
+from hami_devices.scheduling.defrag.plan import Solution
 from hami_devices.scheduling.engine import Engine
 
 Listener = Callable[[Event], None]

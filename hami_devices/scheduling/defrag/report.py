@@ -1,7 +1,7 @@
 """What ``hami-devices defrag`` shows: fragmentation per node now, and the moves a round would make.
 
-Nothing here plans on its own: the moves are the controller's (``build_instance``, then ``solve`` or
-``greedy``, then ``carry_out`` through the engine) on a scratch ``ClusterState``, and the rates are
+Nothing here plans on its own: the moves are the controller's (``build_instance``, then a ``planner``
+(``milp`` or ``greedy``), then ``carry_out`` through the engine) on a scratch ``ClusterState``, and the rates are
 ``measure``'s.  Per node, FGD's rate is ``F_n / idle_n`` (the cluster's is their sums' ratio).
 """
 
@@ -16,8 +16,8 @@ import numpy as np
 from hami_devices.scheduling.cluster import Booking, ClusterState
 from hami_devices.scheduling.defrag.instance import Instance, build_instance
 from hami_devices.scheduling.defrag.measure import Fragmentation, measure
-from hami_devices.scheduling.defrag.milp import Solution, greedy, solve
 from hami_devices.scheduling.defrag.moves import Moved, carry_out
+from hami_devices.scheduling.defrag.plan import Solution, planner
 from hami_devices.scheduling.engine import Engine
 from hami_devices.scheduling.fgd import WorkloadMix
 from hami_devices.scheduling.fragindex import FragmentationIndex
@@ -125,7 +125,7 @@ def plan_moves(
     inst = build_instance(cluster, index, movable)
     if allowed <= 0 or not inst.sources:
         return Plan([], allowed, "none", before, before, [])
-    plan = solve(inst, allowed, time_limit_s=time_limit_s) if solver == "milp" else greedy(inst, allowed)
+    plan = planner(solver, time_limit_s)(inst, allowed)
     idle = float(cluster.free_share_milli(cluster.live_rows()).sum())
     priced = _priced(inst, plan, idle)
     moved = carry_out(Engine(cluster, "binpack"), inst, plan, 0.0, runtime_of=_zero, checkpointable=_no)

@@ -1,0 +1,1 @@
+"""Defragmentation research: the joint migration plan as a MIP (the defragmenter's ``milp`` planner)."""
