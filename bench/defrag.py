@@ -38,9 +38,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from hami_devices.research.timed import DEFAULT_SCALE, DEFAULT_STRETCH, replay_timed  # noqa: E402
 from hami_devices.scheduling.defrag.controller import DefragOptions  # noqa: E402
 from hami_devices.simulate.sample import NODE_FILE, trace_folder  # noqa: E402
-from hami_devices.simulate.timed import DEFAULT_SCALE, DEFAULT_STRETCH, replay_timed  # noqa: E402
 from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
 
 SEED_ARTICLE = "fragmentation fell from 42 % to 18 % with active recovery (the claim this bench checks against)"

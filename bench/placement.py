@@ -33,7 +33,7 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hami_devices.simulate.replay import replay  # noqa: E402
+from hami_devices.research.replay import replay  # noqa: E402
 from hami_devices.simulate.sample import NODE_FILE, trace_folder  # noqa: E402
 from hami_devices.simulate.trace import load_nodes, load_pods  # noqa: E402
 

@@ -6,18 +6,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
 from hami_devices.cli.output import emit_json, print_table
 from hami_devices.errors import InvalidRequest
 from hami_devices.scheduling.policies import BUILTIN, load_policies, resolve_policy
-from hami_devices.simulate.plot import plot_curves
 from hami_devices.simulate.protocol import DEFAULT_INFLATION, arrival_order
-from hami_devices.simulate.replay import ReplayResult, replay
 from hami_devices.simulate.sample import NODE_FILE, SAMPLE_DIR, pod_file
 from hami_devices.simulate.trace import load_nodes, load_pods
+
+if TYPE_CHECKING:
+    from hami_devices.research.replay import ReplayResult
 
 
 def register(subparsers: Any) -> None:
@@ -75,6 +76,10 @@ def _trace_files(args: argparse.Namespace) -> tuple[Path, Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the replay is research (hami_devices.research): loaded by the verb that runs it, never by the CLI's import
+    from hami_devices.research.plot import plot_curves
+    from hami_devices.research.replay import replay
+
     args.nodes, args.pods = _trace_files(args)
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods)

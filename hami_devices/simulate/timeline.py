@@ -1,6 +1,6 @@
 """The one timed replay of the openb trace: its tasks in time, its clock, and its figures over time.
 
-Two replays drive it: ``simulate.timed`` places each arrival with the engine,
+Two replays drive it: ``research.timed`` places each arrival with the engine,
 and ``queueing.replay`` submits each to an ``AdmissionLoop``.  What they share
 is here, so both read the trace and order events the same way:
 

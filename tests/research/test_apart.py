@@ -98,3 +98,14 @@ def test_planners_by_name() -> None:
     assert planner("greedy") is greedy
     with pytest.raises(InvalidConfig, match="solver"):
         planner("simplex")
+
+
+def test_the_replay_is_still_found_where_it_was() -> None:
+    import hami_devices.research.replay as research_replay
+
+    with pytest.warns(DeprecationWarning, match=r"hami_devices\.research\.replay"):
+        from hami_devices.simulate import replay
+    with pytest.warns(DeprecationWarning, match=r"hami_devices\.research\.timed"):
+        from hami_devices.simulate.timed import replay_timed
+    assert replay is research_replay.replay
+    assert replay_timed.__module__ == "hami_devices.research.timed"

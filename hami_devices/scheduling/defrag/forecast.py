@@ -14,7 +14,7 @@ the hours ahead once a day has been seen, the recent rate always).
 ``reserve`` names whole free devices to keep for the whole-device tasks
 expected within the horizon, on the nodes with the most whole free devices, so
 that a multi-device task still finds a node: a fractional task is placed
-elsewhere when it fits elsewhere (``simulate.timed`` tries it without those
+elsewhere when it fits elsewhere (``research.timed`` tries it without those
 devices first, then with them).
 """
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from hami_devices.cli.main import main
+from hami_devices.research.replay import replay, trace_mix, unallocated_at
 from hami_devices.scheduling import ClusterState, Engine
 from hami_devices.simulate.openb import inventory_from_trace, request_for, share_milli
 from hami_devices.simulate.protocol import arrival_order
-from hami_devices.simulate.replay import replay, trace_mix, unallocated_at
 from hami_devices.simulate.trace import load_nodes, load_pods
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,1,T4\nn1,32000,65536,1,P100\n"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hami_devices.research.timed import replay_timed
 from hami_devices.scheduling.defrag.controller import DefragOptions
-from hami_devices.simulate.timed import replay_timed
 from hami_devices.simulate.trace import load_nodes, load_pods
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,1,T4\nn1,32000,65536,1,T4\n"
