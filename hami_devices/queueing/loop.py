@@ -182,6 +182,7 @@ class AdmissionLoop:
         if name in self.tasks and self.tasks[name].state in (TaskState.PENDING, TaskState.RUNNING):
             raise InvalidRequest("name", f"task {name!r} is already {self.tasks[name].state}")
         task = self.state.new_task(name, request, leaf.index, now, seq)
+        self.engine.observe(request)  # the arrival teaches the mix once; attempts at each tick do not
         self.tasks[name] = task
         self.state.enqueue(task)
         self.state.emit(EventKind.SUBMITTED, task, now)

@@ -173,7 +173,9 @@ class DraAllocator:
                 if attempts > MAX_ATTEMPTS:
                     break
                 request = ResourceRequest(name=claim.label, parts=[o.part for o in combo], policy=claim.policy)
-                first = first or (request, combo)
+                if first is None:
+                    first = (request, combo)
+                    self.engine.observe(request)  # a claim's arrival teaches the mix once, as its first alternative
                 chosen = self._place(claim, request, combo)
                 if chosen is not None:
                     placement, partitions, final = chosen
