@@ -22,33 +22,48 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fake_fixture.h"
 #include "hami_fake_gpu.h"
 
 /* Fills uuid ("GPU-...") of state device i; NULL for runtimes whose lists take indices only. */
 typedef void (*hami_fake_uuid_fn)(int index, char *uuid, size_t len);
 
+/* What hami_fake_gpu_identity looks for while it reads the fixture. */
+typedef struct hami_fake_identity_search {
+    int want, seen; /* the index sought, the [gpu] sections begun so far */
+    char *uuid, *bus_id;
+    size_t uuid_len, bus_len;
+} hami_fake_identity_search;
+
+/* Sections up to the one sought are read; the next one ends the search. */
+static inline void *hami_fake_identity_begin(void *ctx) {
+    hami_fake_identity_search *s = ctx;
+    if (s->seen > s->want) return NULL;
+    s->seen++;
+    return s;
+}
+
+static inline void hami_fake_identity_set(void *ctx, void *record, const char *key, char *value) {
+    hami_fake_identity_search *s = ctx;
+    if (s->seen != s->want + 1) return; /* a global key, or a section before the one sought */
+    if (!strcmp(key, "uuid")) snprintf(s->uuid, s->uuid_len, "%.95s", value);
+    else if (!strcmp(key, "bus_id")) snprintf(s->bus_id, s->bus_len, "%.31s", value);
+}
+
 /* Identity of a fake GPU: from the fake NVML's fixture ($HAMI_FAKE_NVML_FIXTURE, "uuid =" and
- * "bus_id =" of the index-th [gpu] section) when one is set, so that the fake NVML and the fake
- * libcuda describe the same GPUs; otherwise the fake NVML's defaults. */
+ * "bus_id =" of the index-th [gpu] section, read as the fake NVML reads it: fake_fixture.h) when
+ * one is set, so that the fake NVML and the fake libcuda describe the same GPUs; otherwise the
+ * fake NVML's defaults. */
 static inline void hami_fake_gpu_identity(int index, char *uuid, size_t uuid_len, char *bus_id, size_t bus_len) {
     snprintf(uuid, uuid_len, "GPU-00000000-0000-0000-0000-%012x", (unsigned)index);
     snprintf(bus_id, bus_len, "00000000:%02X:00.0", 0x10 + (unsigned)index);
     const char *path = getenv("HAMI_FAKE_NVML_FIXTURE");
-    FILE *f = path && *path ? fopen(path, "re") : NULL;
-    if (!f) return;
-    char line[512];
-    int section = -1;
-    while (fgets(line, sizeof line, f)) {
-        char key[64], value[128];
-        if (strncmp(line, "[gpu]", 5) == 0) {
-            section++;
-            continue;
-        }
-        if (section != index || sscanf(line, " %63[^= ] = %127s", key, value) != 2) continue;
-        if (!strcmp(key, "uuid")) snprintf(uuid, uuid_len, "%.95s", value);
-        else if (!strcmp(key, "bus_id")) snprintf(bus_id, bus_len, "%.31s", value);
-    }
-    fclose(f);
+    if (!path || !*path) return;
+    hami_fake_identity_search search = {index, 0, uuid, bus_id, uuid_len, bus_len};
+    /* Quiet: the fake NVML reports the fixture's faults once, where this is read at every query. */
+    const hami_fixture_reader reader = {.section = "gpu", .globals = 1, .quiet = 1, .begin = hami_fake_identity_begin,
+                                        .set = hami_fake_identity_set, .ctx = &search};
+    (void)hami_fixture_read(path, &reader);
 }
 
 static inline void hami_fake_gpu_uuid(int index, char *uuid, size_t len) {

@@ -26,15 +26,15 @@
  * sMLU memory must be a multiple of 256 MiB, and instances never hold more
  * than the device's memory.
  */
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "fake_faults.h"
+#include "fake_fixture.h"
+#include "fake_state_file.h"
 #include "hami_cndev_api.h"
 
 #define MAX_DEVICES 64
@@ -87,27 +87,24 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mlu g_mlus[MAX_DEVICES];
 static int g_count = -1;
 static int g_initialised;
-static char g_fixture_path[4096];
-static char g_state_path[4096];
+static hami_fake_files g_files; /* the fixture and state read last */
 
-static void copy_text(char *dst, size_t cap, const char *src) {
-    size_t n = strlen(src);
-    if (n >= cap) n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
+/* An [mlu] section: the next device, good and with its driver running until its keys say otherwise. */
+static void *begin_mlu(void *ctx) {
+    int *count = ctx;
+    if (*count == MAX_DEVICES) return NULL;
+    struct mlu *m = &g_mlus[(*count)++];
+    memset(m, 0, sizeof *m);
+    m->health = CNDEV_HEALTH_STATE_DEVICE_GOOD;
+    m->driver_state = 4;
+    return m;
 }
 
-static char *trim(char *s) {
-    while (*s == ' ' || *s == '\t') s++;
-    char *end = s + strlen(s);
-    while (end > s && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t')) *--end = '\0';
-    return s;
-}
-
-static void set_field(struct mlu *m, const char *key, const char *value) {
+static void set_field(void *ctx, void *record, const char *key, char *value) {
+    struct mlu *m = record;
     long long n = strtoll(value, NULL, 0);
-    if (!strcmp(key, "name")) copy_text(m->name, NAME_LEN, value);
-    else if (!strcmp(key, "uuid")) copy_text(m->uuid, CNDEV_UUID_SIZE, value);
+    if (!strcmp(key, "name")) hami_fixture_copy(m->name, NAME_LEN, value);
+    else if (!strcmp(key, "uuid")) hami_fixture_copy(m->uuid, CNDEV_UUID_SIZE, value);
     else if (!strcmp(key, "pci")) sscanf(value, "%x:%x:%x.%x", &m->domain, &m->bus, &m->dev, &m->func);
     else if (!strcmp(key, "memory_mb")) m->memory_mb = n;
     else if (!strcmp(key, "memory_used_mb")) m->memory_used_mb = n;
@@ -142,37 +139,15 @@ static void set_field(struct mlu *m, const char *key, const char *value) {
 
 /* Load the fixture (again whenever the variables name other files); the caller holds g_lock. */
 static cndevRet_t load_fixture(void) {
-    const char *path = getenv("HAMI_FAKE_CNDEV_FIXTURE");
-    if (path == NULL || *path == '\0') return CNDEV_ERROR_NO_DRIVER;
-    char state_path[sizeof g_state_path];
-    const char *state = getenv("HAMI_FAKE_CNDEV_STATE");
-    if (state != NULL && *state != '\0') copy_text(state_path, sizeof state_path, state);
-    else snprintf(state_path, sizeof state_path, "%s.state", path);
-    if (g_count >= 0 && !strcmp(path, g_fixture_path) && !strcmp(state_path, g_state_path)) return CNDEV_SUCCESS;
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return CNDEV_ERROR_NO_DRIVER;
-    copy_text(g_fixture_path, sizeof g_fixture_path, path);
-    copy_text(g_state_path, sizeof g_state_path, state_path);
+    hami_fake_files now;
+    if (hami_fake_files_named("HAMI_FAKE_CNDEV_FIXTURE", "HAMI_FAKE_CNDEV_STATE", &now) != 0)
+        return CNDEV_ERROR_NO_DRIVER;
+    if (g_count >= 0 && !strcmp(now.fixture, g_files.fixture) && !strcmp(now.state, g_files.state))
+        return CNDEV_SUCCESS;
     int count = 0;
-    struct mlu *cur = NULL;
-    char line[512];
-    while (fgets(line, sizeof line, f) != NULL) {
-        char *s = trim(line);
-        if (*s == '#' || *s == '\0') continue;
-        if (!strcmp(s, "[mlu]")) {
-            if (count == MAX_DEVICES) break;
-            cur = &g_mlus[count++];
-            memset(cur, 0, sizeof *cur);
-            cur->health = CNDEV_HEALTH_STATE_DEVICE_GOOD;
-            cur->driver_state = 4;
-            continue;
-        }
-        char *eq = strchr(s, '=');
-        if (eq == NULL || cur == NULL) continue;
-        *eq = '\0';
-        set_field(cur, trim(s), trim(eq + 1));
-    }
-    fclose(f);
+    const hami_fixture_reader reader = {.section = "mlu", .begin = begin_mlu, .set = set_field, .ctx = &count};
+    if (hami_fixture_read(now.fixture, &reader) != 0) return CNDEV_ERROR_NO_DRIVER;
+    g_files = now;
     g_count = count;
     return CNDEV_SUCCESS;
 }
@@ -213,24 +188,14 @@ static void seed_state(struct state *st) {
 
 /* Lock and read the state, seeding it from the fixture on first use. */
 static FILE *open_state(struct state *st) {
-    int fd = open(g_state_path, O_RDWR | O_CREAT, 0644);
-    if (fd < 0) return NULL;
-    if (flock(fd, LOCK_EX) != 0) {
-        close(fd);
-        return NULL;
-    }
-    FILE *f = fdopen(fd, "r+");
-    if (f == NULL) {
-        close(fd);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    if (ftell(f) == 0) {
+    int empty;
+    FILE *f = hami_fake_state_open(g_files.state, &empty);
+    if (f == NULL) return NULL;
+    if (empty) {
         seed_state(st);
         write_state(f, st);
         return f;
     }
-    rewind(f);
     memset(st, 0, sizeof *st);
     char line[256];
     while (fgets(line, sizeof line, f) != NULL) {
@@ -242,18 +207,13 @@ static FILE *open_state(struct state *st) {
             st->profiles[st->profile_count++] = p;
         } else if (sscanf(line, "instance %d %d %d %63s", &in.device, &in.id, &in.profile, name) == 4 &&
                    st->instance_count < MAX_INSTANCES) {
-            copy_text(in.name, NAME_LEN, name);
+            hami_fixture_copy(in.name, NAME_LEN, name);
             st->instances[st->instance_count++] = in;
         }
     }
     return f;
 }
 
-static void close_state(FILE *f) {
-    fflush(f);
-    flock(fileno(f), LOCK_UN);
-    fclose(f);
-}
 
 static struct profile *find_profile(struct state *st, int device, int id) {
     for (int i = 0; i < st->profile_count; i++)
@@ -273,7 +233,7 @@ static unsigned long long used_memory(struct state *st, int device) {
 
 /* An instance's uuid: its device's uuid with the instance id in the last six digits. */
 static void instance_uuid(const struct mlu *m, int id, char *out) {
-    copy_text(out, CNDEV_UUID_SIZE, m->uuid);
+    hami_fixture_copy(out, CNDEV_UUID_SIZE, m->uuid);
     size_t n = strlen(out);
     if (n >= 6) snprintf(out + n - 6, 7, "%06x", 0xa00000u | ((unsigned)id & 0xfffu));
 }
@@ -584,7 +544,7 @@ cndevRet_t cndevCreateSMluProfileInfo(cndevSMluSet_t *profileInfo, int *profileI
             *profileId = id;
         }
     }
-    if (f != NULL) close_state(f);
+    if (f != NULL) hami_fake_state_close(f);
     free(st);
     LEAVE(rc);
 }
@@ -609,7 +569,7 @@ cndevRet_t cndevDestroySMluProfileInfo(int profileId, cndevDevice_t device) {
             write_state(f, st);
         }
     }
-    if (f != NULL) close_state(f);
+    if (f != NULL) hami_fake_state_close(f);
     free(st);
     LEAVE(rc);
 }
@@ -626,7 +586,7 @@ cndevRet_t cndevGetSMluProfileIdInfo(cndevSMluProfileIdInfo_t *profileId, cndevD
         free(st);
         LEAVE(CNDEV_ERROR_UNKNOWN);
     }
-    close_state(f);
+    hami_fake_state_close(f);
     profileId->count = 0;
     for (int i = 0; i < st->profile_count && profileId->count < 128; i++)
         if (st->profiles[i].device == device) profileId->profileId[profileId->count++] = st->profiles[i].id;
@@ -645,7 +605,7 @@ cndevRet_t cndevGetSMluProfileInfo(cndevSMluProfileInfo_t *profileInfo, int prof
         free(st);
         LEAVE(CNDEV_ERROR_UNKNOWN);
     }
-    close_state(f);
+    hami_fake_state_close(f);
     struct profile *p = find_profile(st, device, profile);
     cndevRet_t rc = CNDEV_ERROR_NOT_FOUND;
     if (p != NULL) {
@@ -686,7 +646,7 @@ cndevRet_t cndevCreateSMluInstanceByProfileId(cndevMluInstance_t *miHandle, unsi
     if (rc == CNDEV_SUCCESS) {
         for (int i = 0; i < st->instance_count; i++)
             if (st->instances[i].device == device && st->instances[i].id >= id) id = st->instances[i].id + 1;
-        if (instanceName != NULL && *instanceName != '\0') copy_text(name, NAME_LEN, instanceName);
+        if (instanceName != NULL && *instanceName != '\0') hami_fixture_copy(name, NAME_LEN, instanceName);
         else snprintf(name, NAME_LEN, "smlu-%d-%d", device, id);
         for (char *c = name; *c; c++)
             if (*c == ' ' || *c == '\n') *c = '_';
@@ -698,11 +658,11 @@ cndevRet_t cndevCreateSMluInstanceByProfileId(cndevMluInstance_t *miHandle, unsi
         in->device = device;
         in->id = id;
         in->profile = (int)profileId;
-        copy_text(in->name, NAME_LEN, name);
+        hami_fixture_copy(in->name, NAME_LEN, name);
         write_state(f, st);
         *miHandle = ((device + 1) << 12) | id;
     }
-    if (f != NULL) close_state(f);
+    if (f != NULL) hami_fake_state_close(f);
     free(st);
     LEAVE(rc);
 }
@@ -724,7 +684,7 @@ cndevRet_t cndevDestroySMluInstanceByHandle(cndevMluInstance_t miHandle) {
         }
         st->instance_count = kept;
         if (rc == CNDEV_SUCCESS) write_state(f, st);
-        close_state(f);
+        hami_fake_state_close(f);
     }
     free(st);
     LEAVE(rc);
@@ -742,7 +702,7 @@ cndevRet_t cndevGetAllSMluInstanceInfo(int *count, cndevSMluInfo_t *smluInfo, cn
         free(st);
         LEAVE(CNDEV_ERROR_UNKNOWN);
     }
-    close_state(f);
+    hami_fake_state_close(f);
     int n = 0;
     for (int i = 0; i < st->instance_count; i++) n += st->instances[i].device == device;
     if (n > *count) {
@@ -773,7 +733,7 @@ cndevRet_t cndevGetAllSMluInstanceInfo(int *count, cndevSMluInfo_t *smluInfo, cn
             out->mluQuota[CNDEV_SMLU_MAX] = p->quota;
             out->memorySize[CNDEV_SMLU_MAX] = p->memory;
         }
-        copy_text(out->instanceName, sizeof out->instanceName, in->name);
+        hami_fixture_copy(out->instanceName, sizeof out->instanceName, in->name);
         snprintf(out->devNodeName, sizeof out->devNodeName, "/dev/cambricon-caps/cap_dev%d_mi%d", device, in->id);
     }
     *count = n;

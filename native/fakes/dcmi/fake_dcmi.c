@@ -25,15 +25,15 @@
  * exclusive flock, so instances persist across processes.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "fake_faults.h"
+#include "fake_fixture.h"
+#include "fake_state_file.h"
 #include "hami_dcmi_api.h"
 
 #define MAX_CHIPS 64
@@ -88,32 +88,30 @@ static const struct template_spec TEMPLATES[] = {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct chip g_chips[MAX_CHIPS];
 static int g_chip_count = -1;
-static char g_state_path[4096];
-static char g_fixture_path[4096];
+static hami_fake_files g_files; /* the fixture and state read last */
 
-static void copy_text(char *dst, size_t cap, const char *src) {
-    size_t n = strlen(src);
-    if (n >= cap) n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
+/* A [chip] section: the next chip, numbered in fixture order until its keys say otherwise. */
+static void *begin_chip(void *ctx) {
+    int *count = ctx;
+    if (*count == MAX_CHIPS) return NULL;
+    struct chip *c = &g_chips[(*count)++];
+    memset(c, 0, sizeof *c);
+    hami_fixture_copy(c->chip_type, NAME_LEN, "Ascend");
+    c->logic_id = *count - 1;
+    c->phy_id = *count - 1;
+    return c;
 }
 
-static char *trim(char *s) {
-    while (*s == ' ' || *s == '\t') s++;
-    char *end = s + strlen(s);
-    while (end > s && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t')) *--end = '\0';
-    return s;
-}
-
-static void set_field(struct chip *c, const char *key, const char *value) {
+static void set_field(void *ctx, void *record, const char *key, char *value) {
+    struct chip *c = record;
     unsigned long long n = strtoull(value, NULL, 0);
     if (!strcmp(key, "card")) c->card = (int)n;
     else if (!strcmp(key, "device")) c->device = (int)n;
     else if (!strcmp(key, "logic_id")) c->logic_id = (int)n;
     else if (!strcmp(key, "phy_id")) c->phy_id = (int)n;
-    else if (!strcmp(key, "chip_type")) copy_text(c->chip_type, NAME_LEN, value);
-    else if (!strcmp(key, "chip_name")) copy_text(c->chip_name, NAME_LEN, value);
-    else if (!strcmp(key, "chip_ver")) copy_text(c->chip_ver, NAME_LEN, value);
+    else if (!strcmp(key, "chip_type")) hami_fixture_copy(c->chip_type, NAME_LEN, value);
+    else if (!strcmp(key, "chip_name")) hami_fixture_copy(c->chip_name, NAME_LEN, value);
+    else if (!strcmp(key, "chip_ver")) hami_fixture_copy(c->chip_ver, NAME_LEN, value);
     else if (!strcmp(key, "aicore")) c->aicore = (unsigned int)n;
     else if (!strcmp(key, "die")) {
         const char *p = value;
@@ -145,44 +143,20 @@ static void set_field(struct chip *c, const char *key, const char *value) {
         c->has_ecc = sscanf(value, "%u %u %u %u", &c->ecc_single, &c->ecc_double, &c->ecc_single_pages,
                             &c->ecc_double_pages) == 4;
     else if (!strcmp(key, "vnpu")) {
-        if (c->seed_count < DCMI_SOC_SPLIT_MAX) copy_text(c->seed_vnpus[c->seed_count++], NAME_LEN, value);
+        if (c->seed_count < DCMI_SOC_SPLIT_MAX) hami_fixture_copy(c->seed_vnpus[c->seed_count++], NAME_LEN, value);
     }
 }
 
 /* Load the fixture (again whenever the variables name other files); the caller holds g_lock. */
 static int load_fixture(void) {
-    const char *path = getenv("HAMI_FAKE_DCMI_FIXTURE");
-    if (path == NULL || *path == '\0') return DCMI_ERR_CODE_DEVICE_NOT_EXIST;
-    char state_path[sizeof g_state_path];
-    const char *state = getenv("HAMI_FAKE_DCMI_STATE");
-    if (state != NULL && *state != '\0') copy_text(state_path, sizeof state_path, state);
-    else snprintf(state_path, sizeof state_path, "%s.state", path);
-    if (g_chip_count >= 0 && !strcmp(path, g_fixture_path) && !strcmp(state_path, g_state_path)) return DCMI_OK;
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return DCMI_ERR_CODE_DEVICE_NOT_EXIST;
-    copy_text(g_fixture_path, sizeof g_fixture_path, path);
-    copy_text(g_state_path, sizeof g_state_path, state_path);
+    hami_fake_files now;
+    if (hami_fake_files_named("HAMI_FAKE_DCMI_FIXTURE", "HAMI_FAKE_DCMI_STATE", &now) != 0)
+        return DCMI_ERR_CODE_DEVICE_NOT_EXIST;
+    if (g_chip_count >= 0 && !strcmp(now.fixture, g_files.fixture) && !strcmp(now.state, g_files.state)) return DCMI_OK;
     int count = 0;
-    struct chip *cur = NULL;
-    char line[512];
-    while (fgets(line, sizeof line, f) != NULL) {
-        char *s = trim(line);
-        if (*s == '#' || *s == '\0') continue;
-        if (!strcmp(s, "[chip]")) {
-            if (count == MAX_CHIPS) break;
-            cur = &g_chips[count++];
-            memset(cur, 0, sizeof *cur);
-            copy_text(cur->chip_type, NAME_LEN, "Ascend");
-            cur->logic_id = count - 1;
-            cur->phy_id = count - 1;
-            continue;
-        }
-        char *eq = strchr(s, '=');
-        if (eq == NULL || cur == NULL) continue;
-        *eq = '\0';
-        set_field(cur, trim(s), trim(eq + 1));
-    }
-    fclose(f);
+    const hami_fixture_reader reader = {.section = "chip", .begin = begin_chip, .set = set_field, .ctx = &count};
+    if (hami_fixture_read(now.fixture, &reader) != 0) return DCMI_ERR_CODE_DEVICE_NOT_EXIST;
+    g_files = now;
     g_chip_count = count;
     return DCMI_OK;
 }
@@ -195,19 +169,9 @@ static struct chip *find_chip(int card_id, int device_id) {
 
 /* Lock the state for reading and writing; seed it from the fixture on first use. */
 static FILE *open_state(void) {
-    int fd = open(g_state_path, O_RDWR | O_CREAT, 0644);
-    if (fd < 0) return NULL;
-    if (flock(fd, LOCK_EX) != 0) {
-        close(fd);
-        return NULL;
-    }
-    FILE *f = fdopen(fd, "r+");
-    if (f == NULL) {
-        close(fd);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    if (ftell(f) == 0) {
+    int empty;
+    FILE *f = hami_fake_state_open(g_files.state, &empty);
+    if (f != NULL && empty) {
         fputs("# fake DCMI vNPU state\n", f);
         for (int i = 0; i < g_chip_count; i++) {
             struct chip *c = &g_chips[i];
@@ -216,15 +180,9 @@ static FILE *open_state(void) {
                         c->seed_vnpus[v]);
         }
         fflush(f);
+        rewind(f);
     }
-    rewind(f);
     return f;
-}
-
-static void close_state(FILE *f) {
-    fflush(f);
-    flock(fileno(f), LOCK_UN);
-    fclose(f);
 }
 
 static int read_vnpus(FILE *f, struct vnpu *out, int cap) {
@@ -235,7 +193,7 @@ static int read_vnpus(FILE *f, struct vnpu *out, int cap) {
         struct vnpu v;
         char name[NAME_LEN + 1];
         if (sscanf(line, "vnpu %d %d %u %32s", &v.card, &v.device, &v.vdev_id, name) == 4) {
-            copy_text(v.template_name, NAME_LEN, name);
+            hami_fixture_copy(v.template_name, NAME_LEN, name);
             out[n++] = v;
         }
     }
@@ -367,9 +325,9 @@ int dcmi_get_device_chip_info(int card_id, int device_id, struct dcmi_chip_info 
     if (chip_info == NULL) return DCMI_ERR_CODE_INVALID_PARAMETER;
     ENTER_CHIP(card_id, device_id, c);
     memset(chip_info, 0, sizeof *chip_info);
-    copy_text((char *)chip_info->chip_type, MAX_CHIP_NAME_LEN, c->chip_type);
-    copy_text((char *)chip_info->chip_name, MAX_CHIP_NAME_LEN, c->chip_name);
-    copy_text((char *)chip_info->chip_ver, MAX_CHIP_NAME_LEN, c->chip_ver);
+    hami_fixture_copy((char *)chip_info->chip_type, MAX_CHIP_NAME_LEN, c->chip_type);
+    hami_fixture_copy((char *)chip_info->chip_name, MAX_CHIP_NAME_LEN, c->chip_name);
+    hami_fixture_copy((char *)chip_info->chip_ver, MAX_CHIP_NAME_LEN, c->chip_ver);
     chip_info->aicore_cnt = c->aicore;
     LEAVE(DCMI_OK);
 }
@@ -512,7 +470,7 @@ int dcmi_get_device_info(int card_id, int device_id, int main_cmd, unsigned int 
     FILE *f = open_state();
     if (f == NULL) LEAVE(DCMI_ERR_CODE_INNER_ERR);
     int n = read_vnpus(f, list, MAX_VNPUS);
-    close_state(f);
+    hami_fake_state_close(f);
     if (sub_cmd == DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE) {
         if (*size < sizeof(struct dcmi_soc_total_resource)) LEAVE(DCMI_ERR_CODE_INVALID_PARAMETER);
         struct dcmi_soc_total_resource *total = buf;
@@ -532,7 +490,7 @@ int dcmi_get_device_info(int card_id, int device_id, int main_cmd, unsigned int 
             if (list[i].card != card_id || list[i].device != device_id || list[i].vdev_id != query->vdev_id) continue;
             const struct template_spec *t = find_template(c, list[i].template_name);
             memset(&query->query_info, 0, sizeof query->query_info);
-            copy_text(query->query_info.name, DCMI_VDEV_RES_NAME_LEN, list[i].template_name);
+            hami_fixture_copy(query->query_info.name, DCMI_VDEV_RES_NAME_LEN, list[i].template_name);
             query->query_info.status = 1;
             query->query_info.vfid = list[i].vdev_id;
             query->query_info.computing.aic = t != NULL ? (float)t->aicore : 0.0f;
@@ -592,10 +550,10 @@ int dcmi_create_vdevice(int card_id, int device_id, struct dcmi_create_vdev_res_
         list[n].card = card_id;
         list[n].device = device_id;
         list[n].vdev_id = chosen;
-        copy_text(list[n].template_name, NAME_LEN, t->name);
+        hami_fixture_copy(list[n].template_name, NAME_LEN, t->name);
         rc = write_vnpus(f, list, n + 1);
     }
-    close_state(f);
+    hami_fake_state_close(f);
     if (rc == DCMI_OK) {
         memset(out, 0, sizeof *out);
         out->vdev_id = chosen;
@@ -623,6 +581,6 @@ int dcmi_set_destroy_vdevice(int card_id, int device_id, unsigned int vdevid) {
         list[kept++] = list[i];
     }
     int rc = found ? write_vnpus(f, list, kept) : DCMI_ERR_CODE_INVALID_DEVICE_ID;
-    close_state(f);
+    hami_fake_state_close(f);
     LEAVE(rc);
 }

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "fake_faults.h"
+#include "fake_fixture.h"
 #include "fake_nvml.h"
 #include "hami_fake_gpu.h"
 
@@ -139,13 +140,6 @@ static unsigned int g_uuid_counter;
 static const hami_fake_gpu_state *g_state;
 
 /* ------------------------------------------------------------------ fixture */
-
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    char *end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
-    return s;
-}
 
 /* Bounded copy that always terminates (truncating, like the driver's buffers do). */
 static void copy_str(char *dst, size_t size, const char *src) {
@@ -289,76 +283,73 @@ static int devices_of_state(void) {
     return NVML_SUCCESS;
 }
 
-static int load_fixture(void) {
-    const char *path = getenv("HAMI_FAKE_NVML_FIXTURE");
-    if (!path || !*path) return devices_of_state();
-    FILE *f = fopen(path, "r");
-    if (!f) return NVML_ERROR_DRIVER_NOT_LOADED;
-    char line[512];
-    fake_gpu *g = NULL;
-    g_ngpus = 0;
-    g_nprofiles = 0;
-    hami_fake_nvml_fields_reset();
-    /* GI lines are applied after the profiles are known. */
-    static char pending_gi[MAX_GPUS][MAX_GI][32];
-    memset(pending_gi, 0, sizeof pending_gi);
-    while (fgets(line, sizeof line, f)) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *s = trim(line);
-        if (!*s) continue;
-        if (!strcmp(s, "[gpu]")) {
-            if (g_ngpus >= MAX_GPUS) break;
-            g = &g_gpus[g_ngpus];
-            gpu_defaults(g, g_ngpus);
-            g_ngpus++;
-            continue;
-        }
-        char *eq = strchr(s, '=');
-        if (!eq) continue;
-        *eq = '\0';
-        char *key = trim(s), *value = trim(eq + 1);
-        if (!g) {
-            if (!strcmp(key, "driver_version")) copy_str(g_driver, sizeof g_driver, value);
-            else if (!strcmp(key, "cuda_driver_version")) g_cuda_version = atoi(value);
-            else if (!strcmp(key, "mig_profile")) parse_profile(value);
-            continue;
-        }
-        if (!strcmp(key, "name")) copy_str(g->name, sizeof g->name, value);
-        else if (!strcmp(key, "uuid")) copy_str(g->uuid, sizeof g->uuid, value);
-        else if (!strcmp(key, "bus_id")) copy_str(g->bus_id, sizeof g->bus_id, value);
-        else if (!strcmp(key, "memory_mib")) g->memory_mib = strtoull(value, NULL, 10);
-        else if (!strcmp(key, "reserved_mib")) g->reserved_mib = strtoull(value, NULL, 10);
-        else if (!strcmp(key, "used_mib")) g->used_mib = strtoull(value, NULL, 10);
-        else if (!strcmp(key, "pci_device_id")) g->pci_device_id = (unsigned int)strtoul(value, NULL, 0);
-        else if (!strcmp(key, "numa")) g->numa = atoi(value);
-        else if (!strcmp(key, "cc")) sscanf(value, "%d.%d", &g->cc_major, &g->cc_minor);
-        else if (!strcmp(key, "arch")) g->arch = atoi(value);
-        else if (!strcmp(key, "pcie_switch")) g->pcie_switch = atoi(value);
-        else if (!strcmp(key, "host_bridge")) g->host_bridge = atoi(value);
-        else if (!strcmp(key, "mig")) g->mig = !strcmp(value, "enabled") ? 1 : !strcmp(value, "disabled") ? 0 : -1;
-        else if (!strcmp(key, "nvlink")) add_links(g, value, 1);
-        else if (!strcmp(key, "nvlink_down")) add_links(g, value, 0);
-        else if (!strcmp(key, "util")) sscanf(value, "%u %u", &g->util_gpu, &g->util_mem);
-        else if (!strcmp(key, "temp")) g->temp = (unsigned int)atoi(value);
-        else if (!strcmp(key, "power_mw")) g->power_mw = (unsigned int)atoi(value);
-        else if (!strcmp(key, "lost")) g->lost = atoi(value);
-        else if (!strcmp(key, "mig_refuse")) g->mig_refuse = atoi(value);
-        else if (!strcmp(key, "unsupported")) set_unsupported(g, value);
-        else if (hami_fake_nvml_field(g->index, key, value)) continue;
-        else if (!strcmp(key, "proc") && g->nprocs < MAX_PROCS) {
-            sscanf(value, "%u %llu", &g->proc_pid[g->nprocs], &g->proc_mib[g->nprocs]);
-            g->nprocs++;
-        } else if (!strcmp(key, "gi")) {
-            for (int i = 0; i < MAX_GI; i++) {
-                if (!pending_gi[g->index][i][0]) {
-                    copy_str(pending_gi[g->index][i], sizeof pending_gi[g->index][i], value);
-                    break;
-                }
+/* GI lines are applied after the profiles are known. */
+static char g_pending_gi[MAX_GPUS][MAX_GI][32];
+
+static void *begin_gpu(void *ctx) {
+    if (g_ngpus >= MAX_GPUS) return NULL;
+    fake_gpu *g = &g_gpus[g_ngpus];
+    gpu_defaults(g, g_ngpus);
+    g_ngpus++;
+    return g;
+}
+
+static void set_global(const char *key, char *value) {
+    if (!strcmp(key, "driver_version")) copy_str(g_driver, sizeof g_driver, value);
+    else if (!strcmp(key, "cuda_driver_version")) g_cuda_version = atoi(value);
+    else if (!strcmp(key, "mig_profile")) parse_profile(value);
+}
+
+static void set_key(void *ctx, void *record, const char *key, char *value) {
+    fake_gpu *g = record;
+    if (!g) {
+        set_global(key, value);
+        return;
+    }
+    if (!strcmp(key, "name")) copy_str(g->name, sizeof g->name, value);
+    else if (!strcmp(key, "uuid")) copy_str(g->uuid, sizeof g->uuid, value);
+    else if (!strcmp(key, "bus_id")) copy_str(g->bus_id, sizeof g->bus_id, value);
+    else if (!strcmp(key, "memory_mib")) g->memory_mib = strtoull(value, NULL, 10);
+    else if (!strcmp(key, "reserved_mib")) g->reserved_mib = strtoull(value, NULL, 10);
+    else if (!strcmp(key, "used_mib")) g->used_mib = strtoull(value, NULL, 10);
+    else if (!strcmp(key, "pci_device_id")) g->pci_device_id = (unsigned int)strtoul(value, NULL, 0);
+    else if (!strcmp(key, "numa")) g->numa = atoi(value);
+    else if (!strcmp(key, "cc")) sscanf(value, "%d.%d", &g->cc_major, &g->cc_minor);
+    else if (!strcmp(key, "arch")) g->arch = atoi(value);
+    else if (!strcmp(key, "pcie_switch")) g->pcie_switch = atoi(value);
+    else if (!strcmp(key, "host_bridge")) g->host_bridge = atoi(value);
+    else if (!strcmp(key, "mig")) g->mig = !strcmp(value, "enabled") ? 1 : !strcmp(value, "disabled") ? 0 : -1;
+    else if (!strcmp(key, "nvlink")) add_links(g, value, 1);
+    else if (!strcmp(key, "nvlink_down")) add_links(g, value, 0);
+    else if (!strcmp(key, "util")) sscanf(value, "%u %u", &g->util_gpu, &g->util_mem);
+    else if (!strcmp(key, "temp")) g->temp = (unsigned int)atoi(value);
+    else if (!strcmp(key, "power_mw")) g->power_mw = (unsigned int)atoi(value);
+    else if (!strcmp(key, "lost")) g->lost = atoi(value);
+    else if (!strcmp(key, "mig_refuse")) g->mig_refuse = atoi(value);
+    else if (!strcmp(key, "unsupported")) set_unsupported(g, value);
+    else if (hami_fake_nvml_field(g->index, key, value)) return;
+    else if (!strcmp(key, "proc") && g->nprocs < MAX_PROCS) {
+        sscanf(value, "%u %llu", &g->proc_pid[g->nprocs], &g->proc_mib[g->nprocs]);
+        g->nprocs++;
+    } else if (!strcmp(key, "gi")) {
+        for (int i = 0; i < MAX_GI; i++) {
+            if (!g_pending_gi[g->index][i][0]) {
+                copy_str(g_pending_gi[g->index][i], sizeof g_pending_gi[g->index][i], value);
+                break;
             }
         }
     }
-    fclose(f);
+}
+
+static int load_fixture(void) {
+    const char *path = getenv("HAMI_FAKE_NVML_FIXTURE");
+    if (!path || !*path) return devices_of_state();
+    g_ngpus = 0;
+    g_nprofiles = 0;
+    hami_fake_nvml_fields_reset();
+    memset(g_pending_gi, 0, sizeof g_pending_gi);
+    const hami_fixture_reader reader = {.section = "gpu", .globals = 1, .begin = begin_gpu, .set = set_key};
+    if (hami_fixture_read(path, &reader) != 0) return NVML_ERROR_DRIVER_NOT_LOADED;
     for (unsigned int gi = 0; gi < g_ngpus; gi++) {
         fake_gpu *gpu = &g_gpus[gi];
         for (unsigned int l = 0; l < gpu->nlinks; l++) {
@@ -370,9 +361,9 @@ static int load_fixture(void) {
                 if (peer < g_ngpus) copy_str(remote, sizeof gpu->links[l].remote, g_gpus[peer].bus_id);
             }
         }
-        for (int i = 0; i < MAX_GI && pending_gi[gi][i][0]; i++) {
+        for (int i = 0; i < MAX_GI && g_pending_gi[gi][i][0]; i++) {
             unsigned int index, start;
-            if (sscanf(pending_gi[gi][i], "%u %u", &index, &start) != 2) continue;
+            if (sscanf(g_pending_gi[gi][i], "%u %u", &index, &start) != 2) continue;
             const fake_profile *p = profile_by_index(index);
             if (!p) continue;
             fake_gi *inst = new_gi(gpu, p, start);
