@@ -13,24 +13,18 @@
 #include <unistd.h>
 
 #include "fake_cuda.h"
-#include "hami_fake_visible.h"
+#include "fake_runtime.h"
 
 struct CUmod_st { int unused; };
 
 pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static hami_fake_gpu_state *g_state;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct CUctx_st g_ctx[HAMI_FAKE_GPU_MAX_DEVICES];
-static hami_fake_proc *g_proc[HAMI_FAKE_GPU_MAX_DEVICES];
-static hami_ptrmap g_ptrs;
 static uint64_t g_next_addr = 0x700000000000ull;
 static __thread struct CUctx_st *t_ctx;
 static __thread struct CUctx_st *t_ctx_stack[8]; /* cuCtxPushCurrent / cuCtxPopCurrent */
 static __thread int t_ctx_depth;
 static struct CUstream_st g_default_stream[HAMI_FAKE_GPU_MAX_DEVICES];
-static __thread uint64_t t_kernel_ns = UINT64_MAX;
-static uint64_t g_default_kernel_ns;
 static struct CUmod_st g_module;
 static struct CUfunc_st g_functions[128]; /* one per kernel name, for the process's lifetime */
 static int g_nfunctions;
@@ -38,50 +32,34 @@ static int g_nfunctions;
 static void reset_contexts(void);
 
 static void after_fork_child(void) {
-    memset(g_proc, 0, sizeof g_proc);
     reset_contexts(); /* a child inherits no context: its first retain creates (and pays for) its own */
-    hami_ptrmap_after_fork(&g_ptrs);
     pthread_mutex_init(&fake_mu, NULL);
 }
 
-/* CUDA ordinal -> fake-state device, from CUDA_VISIBLE_DEVICES as the CUDA runtime reads it (indices,
- * GPU and MIG UUIDs) or the test's pin HAMI_FAKE_CUDA_VISIBLE_DEVICES: see hami_fake_visible.h. */
-static int g_order[HAMI_FAKE_GPU_MAX_DEVICES];
-static int g_count;
-
-static hami_fake_device *state_of(int dev) { return &g_state->devices[g_order[dev]]; }
-
-static void choose_visible(void) {
-    g_count = hami_fake_visible("CUDA", "CUDA_VISIBLE_DEVICES", g_state->device_count, hami_fake_gpu_uuid, g_order,
-                                HAMI_FAKE_GPU_MAX_DEVICES);
-}
-
-static void attach(void) {
-    g_state = hami_fake_gpu_attach("CUDA");
-    if (g_state) choose_visible();
-    g_default_kernel_ns = hami_fake_default_kernel_ns();
+static void number_devices(void) {
     for (int i = 0; i < HAMI_FAKE_GPU_MAX_DEVICES; i++) g_ctx[i].device = g_default_stream[i].device = i;
-    pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-static int ready(void) {
-    pthread_once(&g_once, attach);
-    return g_state != NULL;
+/* CUDA ordinal -> fake-state device, from CUDA_VISIBLE_DEVICES as the CUDA runtime reads it (indices,
+ * GPU and MIG UUIDs) or the test's pin HAMI_FAKE_CUDA_VISIBLE_DEVICES: see hami_fake_visible.h.
+ * Device addresses: g_next_addr, shared with VMM reservations and pools (fake_new_va). */
+static const hami_fake_runtime_spec *hami_fake_runtime_of_library(void) {
+    static const hami_fake_runtime_spec spec = {.vendor = "CUDA",
+                                                .visible_var = "CUDA_VISIBLE_DEVICES",
+                                                .uuid_of = hami_fake_gpu_uuid,
+                                                .attached = number_devices,
+                                                .after_fork = after_fork_child};
+    return &spec;
 }
+
+static int ready(void) { return hami_fake_rt_ready(); }
+static hami_fake_device *state_of(int dev) { return hami_fake_rt_device(dev); }
+static hami_fake_proc *proc_of(int dev) { return hami_fake_rt_proc(dev); }
 
 int fake_ready(void) { return ready(); }
-uint64_t fake_state_stamp(void) { return ready() ? g_state->created_ns : 0; }
+uint64_t fake_state_stamp(void) { return ready() ? hami_fake_rt.state->created_ns : 0; }
 
-static hami_fake_proc *proc_of(int dev) {
-    hami_fake_proc *p = __atomic_load_n(&g_proc[dev], __ATOMIC_ACQUIRE);
-    if (!p) {
-        p = hami_fake_proc_slot(state_of(dev), (int32_t)getpid());
-        __atomic_store_n(&g_proc[dev], p, __ATOMIC_RELEASE);
-    }
-    return p;
-}
-
-static int valid_dev(int dev) { return ready() && dev >= 0 && dev < g_count; }
+static int valid_dev(int dev) { return ready() && dev >= 0 && dev < hami_fake_rt.count; }
 
 static CUresult current_dev(int *dev) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
@@ -109,13 +87,13 @@ uint64_t fake_new_va(uint64_t bytes) {
 }
 
 /* Fake-only API: the duration of this thread's next kernels (UINT64_MAX = default). */
-EXPORT void hamiFakeCudaSetKernelNs(uint64_t ns) { t_kernel_ns = ns; }
+EXPORT void hamiFakeCudaSetKernelNs(uint64_t ns) { hami_fake_rt_set_kernel_ns(ns); }
 
 /* Process teardown: a driver frees everything a process held. */
 __attribute__((destructor)) static void give_back_all(void) {
-    if (!g_state) return;
-    for (int d = 0; d < g_count; d++) {
-        hami_fake_proc *p = g_proc[d];
+    if (!hami_fake_rt.state) return;
+    for (int d = 0; d < hami_fake_rt.count; d++) {
+        hami_fake_proc *p = hami_fake_rt.procs[d];
         if (p) hami_fake_mem_give_all(state_of(d), p);
     }
 }
@@ -125,7 +103,7 @@ static int g_inited;
 
 EXPORT CUresult cuInit(unsigned int Flags) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (g_count == 0) return CUDA_ERROR_NO_DEVICE; /* as the driver with no device visible */
+    if (hami_fake_rt.count == 0) return CUDA_ERROR_NO_DEVICE; /* as the driver with no device visible */
     __atomic_store_n(&g_inited, 1, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
 }
@@ -137,7 +115,7 @@ EXPORT CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
 EXPORT CUresult cuDeviceGetCount(int *count) {
     NEED_INIT();
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-    *count = g_count;
+    *count = hami_fake_rt.count;
     return CUDA_SUCCESS;
 }
 
@@ -163,7 +141,7 @@ EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
     if (!pciBusId || len <= 0) return CUDA_ERROR_INVALID_VALUE;
     char uuid[96], bus[32];
     unsigned int d = 0, b = 0, v = 0, fn = 0;
-    identity(g_order[dev], uuid, bus);
+    identity(hami_fake_rt.order[dev], uuid, bus);
     sscanf(bus, "%x:%x:%x.%x", &d, &b, &v, &fn);
     snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.%x", d, b, v, fn); /* CUDA's form: 0000:18:00.0 */
     return CUDA_SUCCESS;
@@ -174,7 +152,7 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *out, CUdevice dev) {
     if (!valid_dev(dev)) return CUDA_ERROR_INVALID_DEVICE;
     if (!out) return CUDA_ERROR_INVALID_VALUE;
     char uuid[96], bus[32];
-    identity(g_order[dev], uuid, bus);
+    identity(hami_fake_rt.order[dev], uuid, bus);
     const char *p = strncasecmp(uuid, "GPU-", 4) == 0 ? uuid + 4 : uuid;
     memset(out->bytes, 0, sizeof out->bytes);
     for (int n = 0; *p && n < 32; p++) {
@@ -314,14 +292,11 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
 /* ---- memory ---- */
 
 CUresult fake_take(int dev, uint64_t bytes) {
-    hami_fake_device *d = state_of(dev);
     fake_share_reap(); /* exported memory whose holders are all gone is free again */
-    if (hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
-    if (hami_fake_reap_dead(d) > 0 && hami_fake_mem_take(d, proc_of(dev), bytes) == 0) return CUDA_SUCCESS;
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return hami_fake_rt_take(dev, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void fake_give(int dev, uint64_t bytes) { hami_fake_mem_give(state_of(dev), proc_of(dev), bytes); }
+void fake_give(int dev, uint64_t bytes) { hami_fake_rt_give(dev, bytes); }
 void fake_disown(int dev, uint64_t bytes) { hami_fake_mem_disown(state_of(dev), proc_of(dev), bytes); }
 void fake_give_unowned(int dev, uint64_t bytes) { hami_fake_mem_give(state_of(dev), NULL, bytes); }
 
@@ -337,7 +312,7 @@ static CUresult alloc_from(int dev, CUdeviceptr *dptr, size_t bytes, uint64_t *n
     if (rc != CUDA_SUCCESS) return rc;
     /* Addresses are never reused within a process, so a stale free cannot hit a new block. */
     uint64_t addr = __atomic_fetch_add(next, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
-    hami_ptrmap_put(&g_ptrs, addr, bytes, dev);
+    hami_ptrmap_put(&hami_fake_rt.ptrs, addr, bytes, dev);
     *dptr = addr;
     return CUDA_SUCCESS;
 }
@@ -379,7 +354,7 @@ static CUresult alloc_host(int dev, CUdeviceptr *dptr, size_t bytes) {
                                                       __ATOMIC_ACQUIRE)) {
     }
     uint64_t addr = __atomic_fetch_add(&g_next_addr, (bytes + 511) & ~511ull, __ATOMIC_RELAXED);
-    hami_ptrmap_put(&g_ptrs, addr, bytes, dev | HOST_BACKED);
+    hami_ptrmap_put(&hami_fake_rt.ptrs, addr, bytes, dev | HOST_BACKED);
     *dptr = addr;
     return CUDA_SUCCESS;
 }
@@ -394,8 +369,8 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
 EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location) {
     uint64_t size;
     int32_t dev;
-    if (hami_ptrmap_take(&g_ptrs, devPtr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
-    hami_ptrmap_put(&g_ptrs, devPtr, size, dev);
+    if (hami_ptrmap_take(&hami_fake_rt.ptrs, devPtr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    hami_ptrmap_put(&hami_fake_rt.ptrs, devPtr, size, dev);
     return dev & HOST_BACKED && count <= size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -418,7 +393,7 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
     uint64_t size;
     int32_t dev;
-    if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) == 0) {
+    if (hami_ptrmap_take(&hami_fake_rt.ptrs, dptr, &size, &dev) == 0) {
         if (dev & HOST_BACKED) __atomic_fetch_sub(&state_of(dev & ~HOST_BACKED)->host_bytes, size, __ATOMIC_ACQ_REL);
         else fake_give(dev, size);
         return CUDA_SUCCESS;
@@ -437,7 +412,7 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     uint64_t size;
     int32_t dev;
     if (!s) return CUDA_ERROR_INVALID_CONTEXT;
-    if (hami_ptrmap_take(&g_ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if (hami_ptrmap_take(&hami_fake_rt.ptrs, dptr, &size, &dev) != 0) return CUDA_ERROR_INVALID_VALUE;
     if (dev & HOST_BACKED) { /* host memory: nothing of the device's waits for the stream */
         __atomic_fetch_sub(&state_of(dev & ~HOST_BACKED)->host_bytes, size, __ATOMIC_ACQ_REL);
         return CUDA_SUCCESS;
@@ -445,7 +420,7 @@ EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     pthread_mutex_lock(&fake_mu);
     CUresult rc = fake_defer_free(s, -1, dev, size);
     pthread_mutex_unlock(&fake_mu);
-    if (rc != CUDA_SUCCESS) hami_ptrmap_put(&g_ptrs, dptr, size, dev);
+    if (rc != CUDA_SUCCESS) hami_ptrmap_put(&hami_fake_rt.ptrs, dptr, size, dev);
     return rc;
 }
 
@@ -455,10 +430,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) {
     int dev;
     CUresult rc = current_dev(&dev);
     if (rc != CUDA_SUCCESS) return rc;
-    hami_fake_device *d = state_of(dev);
-    uint64_t used = __atomic_load_n(&d->used_bytes, __ATOMIC_ACQUIRE);
-    *total = d->total_bytes;
-    *free_ = used < d->total_bytes ? d->total_bytes - used : 0;
+    hami_fake_rt_mem_info(dev, free_, total);
     return CUDA_SUCCESS;
 }
 
@@ -685,9 +657,7 @@ static CUresult run(CUstream stream, CUfunction f) {
         CUresult rc = current_dev(&dev);
         if (rc != CUDA_SUCCESS) return rc;
     }
-    uint64_t ns = f && f->duration_ns != UINT64_MAX ? f->duration_ns
-                  : t_kernel_ns != UINT64_MAX          ? t_kernel_ns
-                                                       : g_default_kernel_ns;
+    uint64_t ns = f && f->duration_ns != UINT64_MAX ? f->duration_ns : hami_fake_rt_kernel_ns();
     hami_fake_run_kernel(state_of(dev), proc_of(dev), ns);
     return CUDA_SUCCESS;
 }
