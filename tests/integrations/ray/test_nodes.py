@@ -3,8 +3,9 @@
 The inventory below is split over three Ray nodes started with Ray's own ``cluster_utils.Cluster``.
 Each node's processes (raylet, runtime-env agent, workers) get that node's part of it: its
 ``NODE_NAME``, a fake NVML fixture of its GPUs, its own fake-GPU state file (what the fake
-libcuda counts), its own region folder and its own durable ledger; its Ray resources and labels
-are what ``hami-devices ray start`` gives a node (``offered_resources``, ``node_labels``).
+libcuda counts), its own region folder and its own durable ledger.  Its Ray resources, labels and
+environment are what ``hami-devices ray start --dry-run --json`` prints, run with that node's
+environment, so each node's devices are found by a process that sees only that node's fake NVML.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,19 +84,27 @@ class Node:
         return json.loads(done.stdout) if done.stdout.strip() else None
 
 
+def plan(node: Node) -> dict[str, Any]:
+    planned: dict[str, Any] = node.hami("ray", "start", "--vendor", "nvidia", "--dry-run", "--", "--num-cpus", "2")
+    return planned
+
+
 @dataclass
 class RayCluster:
     cluster: Cluster
     nodes: dict[str, Node]
     sessions: str
 
-    def start(self, node: Node) -> None:
+    def start(self, node: Node, wait: bool = True) -> None:
         """Start (or restart) a node with what `hami-devices ray start` runs: resources and labels from its
         devices, found by its own processes (each reads its own fake NVML), and the plugin's environment."""
-        planned = node.hami("ray", "start", "--vendor", "nvidia", "--dry-run", "--", "--num-cpus", "2")
+        self.add(node, plan(node), wait)
+
+    def add(self, node: Node, planned: dict[str, Any], wait: bool) -> None:
         flags = dict(a[2:].split("=", 1) for a in planned["command"][2:] if a.startswith("--") and "=" in a)
         labels = dict(pair.split("=", 1) for pair in flags["labels"].split(","))
         node.ray_node = self.cluster.add_node(
+            wait=wait,
             num_cpus=2,
             include_dashboard=False,
             resources=json.loads(flags["resources"]),
@@ -148,8 +158,10 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
     cluster = Cluster(initialize_head=False)
     state = RayCluster(cluster=cluster, nodes=nodes, sessions=sessions)
     try:
-        for node in nodes.values():  # the head first: the driver's node
-            state.start(node)
+        with ThreadPoolExecutor(len(nodes)) as pool:  # each node's devices, found by its own processes
+            plans = dict(zip(nodes, pool.map(plan, nodes.values()), strict=True))
+        for index, (name, node) in enumerate(nodes.items()):  # the head first (the driver's node), then the rest
+            state.add(node, plans[name], wait=index == 0)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, logging_level="warning")
         yield state
@@ -222,9 +234,19 @@ def gone(pid: int) -> bool:
         return True
 
 
-def held(folder: Path, count: int) -> list[dict[str, Any]]:
-    wait_until(lambda: len(list(folder.glob("*.ready"))) == count, timeout=60)
+def held(folder: Path, refs: list[Any]) -> list[dict[str, Any]]:
+    """The reports of tasks that hold their shares until told to go; a task that failed instead raises here."""
+    def ready() -> bool:
+        for done in ray.wait(refs, num_returns=len(refs), timeout=0)[0]:
+            ray.get(done)  # finished before it held: its error, not a timeout
+        return len(list(folder.glob("*.ready"))) == len(refs)
+
+    wait_until(ready, timeout=120, what=lambda: (sorted(p.name for p in folder.iterdir()), free_in_ray()))
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*.ready"))]
+
+
+def free_in_ray() -> dict[str, float]:
+    return hami_view(ray.available_resources())
 
 
 def test_each_node_offers_its_own_devices(ray_cluster: RayCluster) -> None:
@@ -246,7 +268,7 @@ def test_shares_land_on_nodes_whose_devices_have_room(ray_cluster: RayCluster, t
     t4 = hray.share(memory_mib=10240, cores=20, models=["T4"])(run_on_share)
     a10 = hray.share(memory_mib=10240, cores=20, models=["A10"])(run_on_share)
     refs = [t4.remote([8192], str(tmp_path)), t4.remote([8192], str(tmp_path)), a10.remote([8192], str(tmp_path))]
-    reports = held(tmp_path, 3)
+    reports = held(tmp_path, refs)
     assert sorted(r["node"] for r in reports) == ["alpha", "beta", "gamma"]
     for report in reports:  # the node Ray chose is the node whose ledger holds the share, on its own GPU
         assert ray_cluster.name_of(report["ray_node"]) == report["node"]
@@ -269,7 +291,7 @@ def test_two_tasks_on_one_card_each_see_their_own_limit(ray_cluster: RayCluster,
     large = hray.share(memory_mib=8192, cores=50, models=["A10"])(run_on_share)
     # within its share, then past it: the limiter refuses the second allocation of the small one only
     refs = [small.remote([1024, 2048], str(tmp_path)), large.remote([6144, 1024], str(tmp_path))]
-    held(tmp_path, 2)
+    held(tmp_path, refs)
     gamma = ray_cluster.nodes["gamma"].ledger.handles()
     assert sorted(h.grants[0].memory_mib for h in gamma) == [2048, 8192]
     assert {h.grants[0].uuid for h in gamma} == {INVENTORY["gamma"][0][1]}  # one card, two shares
