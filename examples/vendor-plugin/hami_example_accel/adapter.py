@@ -15,9 +15,10 @@ the adapter never re-implements allocate or release.
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import ClassVar
 
@@ -64,13 +65,8 @@ UUID_PREFIX = "EXA-"
 SIMULATED_DEVICES = 4
 """How many devices the suite gets when no driver is installed (conformance_profile)."""
 
-LIBS = "libs"
-"""Where this package's pip install puts its shared libraries (setup.py)."""
-
-
-def library(name: str) -> Path:
-    """A shared library this package built (the limiter shim, the Example Runtime)."""
-    return Path(str(resources.files("hami_example_accel").joinpath(LIBS, name)))
+LIBS = driver.LIBS
+library = driver.library
 
 
 class ExampleDevice(Device):
@@ -93,7 +89,7 @@ class ExampleDevice(Device):
         if self.info.attributes.get("driver") != "simulated":
             return self.info.health
         try:
-            return Health.HEALTHY if driver.healthy(self.uuid.removeprefix(UUID_PREFIX)) else Health.UNHEALTHY
+            return Health.HEALTHY if driver.healthy(self.info.index) else Health.UNHEALTHY
         except driver.DriverError as exc:
             if exc.code == driver.ERROR_GONE:
                 return Health.UNHEALTHY  # fell off the bus: never granted again until it is back
@@ -101,19 +97,45 @@ class ExampleDevice(Device):
 
 
 class ExampleFaults:
-    """The conformance suite's fault injector (``Profile.faults``): faults made in the driver."""
+    """The conformance suite's fault injector (``Profile.faults``): faults made in the Example Runtime
+    through its fault hook, the control file named by ``EXRT_FAULTS`` (native/exrt.h).
+
+    The file is replaced, never edited in place, so the runtime sees a new inode even within one tick
+    of the file system's clock; the variable is set only while a fault stands, so workload processes
+    started by other checks run without one.
+    """
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._folder: Path | None = None
 
     def unhealthy(self, device: Device) -> None:
-        driver.FAULTS.inject(device.uuid.removeprefix(UUID_PREFIX), "unhealthy")
+        self._add(f"unhealthy {device.info.index}")
 
     def disappear(self, device: Device) -> None:
-        driver.FAULTS.inject(device.uuid.removeprefix(UUID_PREFIX), "gone")
+        self._add(f"lost {device.info.index}")
 
     def fail_calls(self, device: Device) -> None:
-        driver.FAULTS.inject(device.uuid.removeprefix(UUID_PREFIX), "failing")
+        self._add(f"error {device.info.index}")
 
     def clear(self) -> None:
-        driver.FAULTS.clear()
+        self._lines.clear()
+        os.environ.pop(driver.FAULTS_ENV, None)
+        if self._folder is not None:
+            self._write()
+
+    def _add(self, line: str) -> None:
+        self._lines.append(line)
+        os.environ[driver.FAULTS_ENV] = str(self._write())  # the runtime reads it on every call
+
+    def _write(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="exrt-faults-"))
+        path = self._folder / "faults"
+        staged = self._folder / "faults.new"
+        staged.write_text("".join(f"{line}\n" for line in self._lines))
+        os.replace(staged, path)
+        return path
 
 
 class ExampleAdapter(VendorAdapter):
@@ -138,6 +160,8 @@ class ExampleAdapter(VendorAdapter):
         count = driver.device_count()
         if count is None:
             return Probe(False, f"example driver not installed (set {driver.DEVICES_ENV}=N to simulate N devices)")
+        if not library("libexrt.so").is_file():
+            return Probe(False, f"the Example Runtime is not built ({library('libexrt.so')}): pip install this package")
         return Probe(True, f"example driver reports {count} device(s)", library="simulated")
 
     def discover(self, ledger: Ledger) -> list[Device]:

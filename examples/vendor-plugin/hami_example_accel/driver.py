@@ -1,15 +1,20 @@
 """The Example Accelerator's "driver": a simulated device table.
 
 A real plugin would bind the vendor's library here (ctypes, cffi or a Python
-SDK) and keep that binding in this one module.  This one simulates it: the
-number of devices comes from ``HAMI_EXAMPLE_DEVICES`` (unset: no hardware).
+SDK) and keep that binding in this one module.  This one simulates the device
+table: the number of devices comes from ``HAMI_EXAMPLE_DEVICES`` (unset: no
+hardware); each device's health is asked of the Example Runtime (libexrt.so,
+through ctypes), whose fault hook lets a test make a device go bad mid-run.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 
 DEVICES_ENV = "HAMI_EXAMPLE_DEVICES"
 MODELS = ("EX-1", "EX-1", "EX-2", "EX-2")
@@ -40,63 +45,62 @@ def device_count() -> int | None:
         return None
 
 
-ERROR_GONE = 3
-"""The driver's code for a device that fell off the bus."""
+ERROR_GONE = 4
+"""The runtime's code for a device that fell off the bus (EXRT_ERROR_DEVICE_LOST, native/exrt.h)."""
 ERROR_FAILED = 5
-"""The driver's code for a call that failed (a hung or restarting driver)."""
+"""The runtime's code for a call that failed, a hung or restarting driver (EXRT_ERROR_UNKNOWN)."""
+
+FAULTS_ENV = "EXRT_FAULTS"
+"""Names the control file of faults the Example Runtime shows (its fault hook, native/exrt.h)."""
+
+LIBS = "libs"
+"""Where this package's pip install puts its shared libraries (setup.py)."""
+
+
+def library(name: str) -> Path:
+    """A shared library this package built (the limiter shim, the Example Runtime)."""
+    return Path(str(resources.files("hami_example_accel").joinpath(LIBS, name)))
 
 
 class DriverError(Exception):
-    """A driver call failed with the driver's own code."""
+    """A runtime call failed with the runtime's own code."""
 
-    def __init__(self, function: str, code: int, serial: str) -> None:
-        super().__init__(f"{function}({serial}) failed with code {code}")
+    def __init__(self, function: str, code: int, device: int) -> None:
+        super().__init__(f"{function}({device}) failed with code {code}")
         self.function = function
         self.code = code
 
 
-@dataclass
-class Faults:
-    """Faults the driver shows from now on, by device serial: what a test (the conformance suite's
-    fault injector) makes happen to the hardware."""
-
-    unhealthy: set[str] = field(default_factory=set)
-    gone: set[str] = field(default_factory=set)
-    failing: set[str] = field(default_factory=set)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def inject(self, serial: str, fault: str) -> None:
-        with self.lock:
-            {"unhealthy": self.unhealthy, "gone": self.gone, "failing": self.failing}[fault].add(serial)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.unhealthy.clear()
-            self.gone.clear()
-            self.failing.clear()
+@functools.cache
+def _runtime() -> ctypes.CDLL:
+    runtime = ctypes.CDLL(str(library("libexrt.so")))
+    runtime.exrtDeviceGetHealth.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_int))
+    runtime.exrtDeviceGetHealth.restype = ctypes.c_int
+    return runtime
 
 
-FAULTS = Faults()
+def healthy(index: int) -> bool:
+    """The device's health as the runtime reports it now; DriverError when the call fails."""
+    answer = ctypes.c_int(0)
+    code = _runtime().exrtDeviceGetHealth(index, ctypes.byref(answer))
+    if code != 0:
+        raise DriverError("exrtDeviceGetHealth", code, index)
+    return bool(answer.value)
 
 
 def enumerate_devices(count: int) -> list[RawDevice]:
+    """The devices that answer; one whose health call fails is listed unhealthy."""
     devices = []
     for i in range(count):
         serial, model = f"EXA{i:05d}", MODELS[i % len(MODELS)]
-        if serial in FAULTS.gone:
-            continue
-        healthy = serial not in FAULTS.unhealthy and serial not in FAULTS.failing
-        devices.append(RawDevice(index=i, serial=serial, model=model, memory_mib=MEMORY[model], healthy=healthy))
+        try:
+            fit = healthy(i)
+        except DriverError as exc:
+            if exc.code == ERROR_GONE:
+                continue
+            fit = False
+        devices.append(RawDevice(index=i, serial=serial, model=model, memory_mib=MEMORY[model], healthy=fit))
     return devices
-
-
-def healthy(serial: str) -> bool:
-    """The device's health as the driver reports it now; DriverError when the call fails."""
-    if serial in FAULTS.gone:
-        raise DriverError("health", ERROR_GONE, serial)
-    if serial in FAULTS.failing:
-        raise DriverError("health", ERROR_FAILED, serial)
-    return serial not in FAULTS.unhealthy
 
 
 def temperature_c(index: int, load_pct: float) -> float:
