@@ -354,3 +354,23 @@ def test_a_refusal_on_one_node_lets_ray_try_another(ray_cluster: RayCluster) -> 
     finally:
         alpha.hami("release", outside["id"])
     wait_all_released(ray_cluster)
+
+
+def test_a_share_every_node_refuses_fails_with_each_nodes_reasons(ray_cluster: RayCluster) -> None:
+    # both T4s mostly taken outside Ray: alpha refuses, the task goes to beta, beta refuses, no T4 node is left
+    nodes = [ray_cluster.nodes["alpha"], ray_cluster.nodes["beta"]]
+    outside = [node.hami("allocate", "--vendor", "nvidia", "--memory", str(T4_MIB - 2048)) for node in nodes]
+    try:
+        task = hray.share(memory_mib=8192, models=["T4"], grant_timeout_s=0.5)(run_on_share)
+        with pytest.raises(hray.ShareRefusedEverywhere) as failed:
+            ray.get(task.remote([4096]), timeout=90)
+        assert set(failed.value.refusals) == {"alpha", "beta"}
+        for node in ("alpha", "beta"):  # its T4's reason (the node's own code comes with it)
+            assert "CardInsufficientMemory" in failed.value.reasons[node]
+        assert failed.value.permanent is False
+        refused = hray.refusal(failed.value)
+        assert refused is not None and refused["nodes"] and set(refused["nodes"]) == {"alpha", "beta"}
+    finally:
+        for node, handle in zip(nodes, outside, strict=True):
+            node.hami("release", handle["id"])
+    wait_all_released(ray_cluster)
