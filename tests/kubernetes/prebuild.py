@@ -7,8 +7,10 @@ core pytest leaves idle; a test that needs a binary still being built waits on g
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from tests.kubernetes.cluster.controlplane import binaries
+from tests.kubernetes.gobuild import build
 from tests.kubernetes.helm.chart import helm_binary
 from tests.kubernetes.kubelet.harness import build_driver
 from tests.kubernetes.peers.conftest import RELEASES, built_peer
@@ -16,6 +18,8 @@ from tests.kubernetes.peers.conftest import RELEASES, built_peer
 
 def main() -> None:
     started = time.monotonic()
+    image_tool = Path(__file__).resolve().parents[2] / "scripts" / "image"  # scripts/build-image.sh's layout writer
+    print(f"ocilayout: {build(str(image_tool), '.', 'ocilayout')} ({time.monotonic() - started:.0f} s)", flush=True)
     print(f"kubeletdriver: {build_driver()} ({time.monotonic() - started:.0f} s)", flush=True)
     for release in sorted(RELEASES):  # the peers share the pinned release's compiled packages with the rest
         print(f"hamipeer-{release}: {built_peer(release).binary} ({time.monotonic() - started:.0f} s)", flush=True)
