@@ -330,9 +330,9 @@ def resolve_target(
             if chosen.faults is None:
                 chosen = dataclasses.replace(chosen, faults=fake_library_faults(adapter))
             if chosen.hardware_partitions is None:
-                chosen = dataclasses.replace(chosen, hardware_partitions=state_partition_reader(adapter))
+                chosen = dataclasses.replace(chosen, hardware_partitions=state_partition_reader(adapter, probe.library))
         if chosen.hardware_partitions is None and hardware:
-            reader = builtin_partition_reader(adapter)
+            reader = builtin_partition_reader(adapter, probe.library)
             if reader is not None:
                 chosen = dataclasses.replace(chosen, hardware_partitions=reader)
         return Target(adapter, plugin, source, chosen, recipe, detail)

@@ -1,6 +1,7 @@
 """What the suite knows about the built-in vendors' runtimes and libraries, used when an adapter's profile
-gives none: workload harnesses for the limiter checks, and readers of the partitions the vendor library
-reports (the ground truth of the release checks on the hardware back end).
+gives none: workload harnesses for the limiter checks, and, on real hardware, a reader of the partitions
+the vendor library reports (the ground truth of the release checks; on the fake libraries,
+state_partitions.py reads their state).
 
 Workload harnesses, chosen by the adapter's limiter shim:
 
@@ -18,13 +19,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
 from hami_conformance.profile import PartitionReader, WorkloadProgram
 from hami_devices.adapter import Probe, VendorAdapter
-from hami_devices.device import Device
 from hami_devices.errors import LimiterError
 
 TMP = "{tmp}"
@@ -97,45 +95,23 @@ def builtin_workload(adapter: VendorAdapter, hardware: bool, fake: bool = False)
     return WorkloadProgram(argv=argv, env=env)
 
 
-def _nvidia_partitions(device: Device) -> Collection[str]:
-    existing = getattr(device, "existing_instances", None)
-    if existing is None:
-        return []
-    return [i.uuid or f"gi{i.gpu_instance_id}" for i in existing()]
+_NVML_FAMILY = "hami_nvidia"
+"""The package of the built-in adapter whose library, NVML, lists partitions through its public API."""
 
 
-def _ascend_partitions(device: Device) -> Collection[str]:
-    dcmi: Any = getattr(device, "dcmi", None)
-    location: Any = getattr(device, "location", None)
-    if dcmi is None or location is None:
-        return []
-    return [str(v.vdev_id) for v in dcmi.vnpus(location.card, location.device)]
-
-
-def _cambricon_partitions(device: Device) -> Collection[str]:
-    cndev: Any = getattr(device, "cndev", None)
-    handle = getattr(device, "handle", None)
-    if cndev is None or handle is None or device.info.attributes.get("smlu") != "enabled":
-        return []
-    return [i.uuid for i in cndev.smlu_instances(handle)]
-
-
-_PARTITION_READERS: dict[str, PartitionReader] = {
-    # adapter package: reader
-    "hami_nvidia": _nvidia_partitions,  # MIG devices through NVML
-    "hami_ascend": _ascend_partitions,  # vNPUs through DCMI
-    "hami_cambricon": _cambricon_partitions,  # sMLU instances through CNDev
-}
-
-
-def builtin_partition_reader(adapter: VendorAdapter) -> PartitionReader | None:
-    """For a built-in vendor on its hardware back end: the partitions its vendor library reports."""
+def builtin_partition_reader(adapter: VendorAdapter, library: str | None) -> PartitionReader | None:
+    """For a built-in vendor on real hardware: the partitions its vendor library reports, read through
+    the library's own API (nvml_partitions.py), never the adapter's objects.  Only NVML gives one to
+    every process; DCMI's vNPUs and CNDev's sMLU instances would need the vendors' tools (npu-smi,
+    cnmon), which the suite does not read yet, so there the release checks compare the ledger,
+    monitor() and the regions only."""
     from hami_devices.adapter import Capability
 
-    if Capability.PARTITIONS not in adapter.capabilities:
+    if Capability.PARTITIONS not in adapter.capabilities or not library:
         return None
-    for cls in type(adapter).__mro__:  # a subclass of a built-in adapter reads the same library
-        reader = _PARTITION_READERS.get(cls.__module__.partition(".")[0])
-        if reader is not None:
-            return reader
+    # a subclass of a built-in adapter reads the same library
+    if any(cls.__module__.partition(".")[0] == _NVML_FAMILY for cls in type(adapter).__mro__):
+        from hami_conformance.nvml_partitions import nvml_partition_reader
+
+        return nvml_partition_reader(library)
     return None

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from hami_ascend.adapter import AscendAdapter
+from hami_cambricon.adapter import CambriconAdapter
 from hami_conformance import Profile, WorkloadProgram
 from hami_nvidia.adapter import NvidiaAdapter
 
@@ -809,6 +810,14 @@ class MegabyteAdapter(PlainAdapter):
 
 class VnpuLeakingAdapter(AscendAdapter):
     """The Ascend adapter, but teardown leaves the vNPUs it made: only the fake DCMI's state file shows it."""
+
+    def teardown(self, grants: list[Grant]) -> None:
+        return None
+
+
+class SmluLeakingAdapter(CambriconAdapter):
+    """The Cambricon adapter, but teardown leaves the sMLU instances it made: only the fake CNDev's state
+    file shows it."""
 
     def teardown(self, grants: list[Grant]) -> None:
         return None

@@ -109,11 +109,14 @@ def test_readings_per_device_are_compared_with_the_fake_librarys_fixture(tmp_pat
     assert "the library's state says" in reason and "GPU-c0f0c0f0-1b4d-4e8a-9c6f-000000000001" in reason, reason
 
 
-def test_partitions_on_the_fake_dcmi_are_read_from_its_state_file(tmp_path: Path) -> None:
-    """The release checks' ground truth on the fake DCMI is its state file, not the adapter's binding: an
-    adapter that never destroys its vNPUs is refused."""
-    env = fake_hardware_environment("ascend", tmp_path)
-    args = ["--adapter-class", f"{BROKEN}:VnpuLeakingAdapter", "-k", "release.any-order"]
+@pytest.mark.parametrize(("vendor", "adapter"), [("ascend", "VnpuLeakingAdapter"), ("cambricon", "SmluLeakingAdapter")])
+def test_partitions_on_the_fake_libraries_are_read_from_their_state_files(
+    vendor: str, adapter: str, tmp_path: Path
+) -> None:
+    """The release checks' ground truth on the fake DCMI and CNDev is their state file, not the adapter's
+    binding: an adapter that never destroys its vNPUs or sMLU instances is refused."""
+    env = fake_hardware_environment(vendor, tmp_path)
+    args = ["--adapter-class", f"{BROKEN}:{adapter}", "-k", "release.any-order"]
     proc, report = certify(args, env, tmp_path)
     assert report["adapter"]["backend"] == "hardware", proc.stderr[-2000:]
     reason = failures(report).get("release.any-order", "")
