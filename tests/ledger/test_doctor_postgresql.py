@@ -38,7 +38,7 @@ def test_a_ledger_reports_its_version_and_the_live_allocations_past_a_limit(post
     checks = _by_id(postgres_url)
     status, why, _ = checks["ledger"]
     database = postgres_url.rsplit("/", 1)[1]
-    assert status == Status.PASS and why.endswith(f"/{database}: schema version 2, 2 allocation(s)")
+    assert status == Status.PASS and why.endswith(f"/{database}: schema version 3, 2 allocation(s)")
     assert why.startswith("postgresql://hami:***@127.0.0.1:")
     status, why, action = checks["ledger.conflicts"]
     assert status == Status.WARN and "1 allocation(s) held past a limit: live-1 (NodeInsufficientCpu)" in why
