@@ -99,17 +99,13 @@ static void learn_correction(hami_region_device *d, uint64_t busy, uint64_t char
     if (ratio > 0.92 && ratio < 1.08) return; /* within what sampling alone explains */
     if (ratio < 0.5) ratio = 0.5;
     if (ratio > 2.0) ratio = 2.0;
-    uint64_t was = LOAD(d->k_ppm) ? LOAD(d->k_ppm) : PPM;
-    /* k' = k x ratio: charges then equal the device time read (k = 1 / inflation), in one step.  Half
-     * steps took 2-3 s to settle two tenants that start together (their timings, stretched by each other,
-     * keep rising meanwhile), held under their shares and leaving the device idle all that while. */
-    uint64_t k = (uint64_t)((double)was * ratio);
+    uint64_t k = LOAD(d->k_ppm) ? LOAD(d->k_ppm) : PPM;
+    /* k' = k x (1 + ratio) / 2 settles where charges equal the device time read (k = 1 / inflation),
+     * half the step at a time. */
+    k = (uint64_t)((double)k * (1.0 + ratio) / 2.0);
     if (k < K_MIN_PPM) k = K_MIN_PPM;
     if (k > K_MAX_PPM) k = K_MAX_PPM;
     STORE(d->k_ppm, k);
-    /* The charges smoothed so far were made at the old k: restate them at the new one, or the next
-     * ratio would still see the old error and correct it a second time. */
-    STORE(d->ewma_charged_ns, (uint64_t)((double)ec * (double)k / (double)was));
 }
 
 /* Share mode: rise into idle device time while held back, yield back to the guarantee while others
@@ -139,9 +135,7 @@ static void steer_share_rate(hami_region_device *d, uint32_t limit, uint64_t dev
         rate += up > 100 ? up : 100;
     } else if (idle <= IDLE_NONE && rate > floor_) {
         /* Others want the device and it has no idle time: give back half of what is above the
-         * guarantee per step, so that a newcomer has its share within a few steps.  (Not all at once:
-         * a lone tenant's own reading lags the device's, and one step that took it for another
-         * tenant would throw it back to its guarantee.) */
+         * guarantee per sample, so that a newcomer has its share within a few samples. */
         rate -= (rate - floor_) / 2 + 1;
     }
     STORE(d->rate_x100, rate > 10000 ? 10000 : rate < floor_ ? floor_ : rate);

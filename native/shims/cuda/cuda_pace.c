@@ -5,9 +5,9 @@
  * one each PROBE_GAP_NS, whichever comes first, with two events recorded on the launch's own stream.  In
  * stream order the first event completes when the work queued before the launch is done and the second
  * when the launch is, so their elapsed time is what the launch held the device for, whatever ran before
- * it.  Where the stream was idle when the first event was recorded, the kernel could start only once the
- * launch was submitted: the launch's own host time (about 5 us on an H200, as much as a small kernel's
- * run), measured around the call, is taken off the timing.  Launches of a shape whose first
+ * it.  A probe drains the stream first, so that its first event completes as it is submitted and the
+ * kernel once the launch is: the launch's own host time (about 5 us on an H200, as much as a small
+ * kernel's run), measured around the call, is taken off the timing.  Launches of a shape whose first
  * timing has not arrived yet are charged when it does (a true-up), so nothing runs uncharged.  The
  * first timing of a shape is awaited once UNKNOWN_MAX launches are queued without it: started together
  * with another context, a process could otherwise queue a whole launch queue of a new shape uncharged
@@ -17,7 +17,7 @@
  * says less about the kernel than a short one (the pacer's reading corrects what stretched timings still
  * overstate).
  *
- * Probing costs two event records and a stream query per probe, only on the launches of a compute-
+ * Probing costs two event records and a drained stream per probe, only on the launches of a compute-
  * limited device, and never on a stream being captured into a graph (the captured launches run later, as
  * the graph's launch, which is charged by its own shape). */
 #define _GNU_SOURCE
@@ -200,14 +200,11 @@ void hami_cuda_pace_begin(hami_cuda_pace_ticket *t, uint64_t key, CUstream strea
         int due = s->samples < PROBE_FIRST || s->launches % PROBE_EVERY == 0 || now - s->probed_ns > PROBE_GAP_NS;
         if (due && !s->probing && can_time()) {
             int p = free_probe(t->device);
-            /* On a stream with work queued the first event completes when that work is done, and the
-             * launch, queued by then, starts at once: the timing is its run alone.  On an idle stream
-             * the first event completes as it is recorded, before the launch is submitted: the
-             * launch's own host time, measured here, is taken off.  (Probes used to drain the stream
-             * to make it idle: a pipeline bubble per probe, 20 a second, in which a host under load
-             * left the device idle for milliseconds.) */
-            t->probe_idle = p >= 0 && (!hami_real.cuStreamQuery ||
-                                       hami_real.cuStreamQuery(stream) != CUDA_ERROR_NOT_READY);
+            /* A probe starts on a drained stream, so that its first event completes when it is
+             * submitted: the timing is then the launch's submission plus its run, and the launch's
+             * own host time is measured here and taken off.  (A pipeline bubble once per PROBE_EVERY
+             * launches of a shape.) */
+            if (p >= 0 && hami_real.cuStreamSynchronize) hami_real.cuStreamSynchronize(stream);
             if (p >= 0 && hami_real.cuEventRecord(g_probes[p].start, stream) == CUDA_SUCCESS) {
                 t->probe_at_ns = hami_now_ns();
                 g_probes[p].state = 1;
@@ -229,7 +226,7 @@ void hami_cuda_pace_end(hami_cuda_pace_ticket *t, CUresult rc) {
     shape *s = t->shape >= 0 ? &g_shapes[t->shape] : NULL;
     if (t->probe >= 0) {
         probe *p = &g_probes[t->probe];
-        p->submit_ns = t->probe_idle ? hami_now_ns() - t->probe_at_ns : 0;
+        p->submit_ns = hami_now_ns() - t->probe_at_ns;
         if (rc == CUDA_SUCCESS && hami_real.cuEventRecord(p->end, t->stream) == CUDA_SUCCESS) {
             p->state = 2;
         } else {

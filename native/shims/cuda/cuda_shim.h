@@ -125,7 +125,6 @@ typedef struct hami_cuda_pace_ticket {
     int shape;
     int probe;
     uint64_t probe_at_ns;
-    int probe_idle;      /* the probe's stream had nothing queued: the launch's host time is in its timing */
     CUstream stream;
 } hami_cuda_pace_ticket;
 uint64_t hami_cuda_shape_key(const void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
