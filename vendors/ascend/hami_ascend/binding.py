@@ -225,6 +225,7 @@ DEVICE_TYPE_HBM = 2
 DIE_NDIE = 0
 MAIN_CMD_VDEV_MNG = 52
 VMNG_GET_VDEV_RESOURCE = 0
+INVALID_DEVICE_ID = -8007  # DCMI_ERR_CODE_INVALID_DEVICE_ID: also a vdev id that does not (or no longer) exist
 VMNG_GET_TOTAL_RESOURCE = 1
 VDEV_ID_AUTO = 0xFFFFFFFF
 MAX_CARDS = 64
@@ -421,7 +422,16 @@ class Dcmi:
             if exc.code in NOT_SUPPORTED:
                 return []
             raise
-        return [self.vnpu(card, device, vdev_id) for vdev_id in ids]
+        found: list[VnpuInfo] = []
+        for vdev_id in ids:
+            try:
+                found.append(self.vnpu(card, device, vdev_id))
+            except VendorLibraryError as exc:
+                # Listed, then destroyed by another caller before its query: gone, not a library failure
+                # (the list and the queries are separate DCMI calls; the concurrency check found this).
+                if exc.code != INVALID_DEVICE_ID:
+                    raise
+        return found
 
     def create_vnpu(self, card: int, device: int, template: str, vdev_id: int = VDEV_ID_AUTO) -> int:
         res = ffi.new("struct dcmi_create_vdev_res_stru *")
