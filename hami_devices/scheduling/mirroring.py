@@ -59,12 +59,7 @@ class LedgerMirror:
                 self.forget(booking.id)
         self._elsewhere &= live
         for handle_id in ids:
-            held = self.bookings.get(handle_id)
-            if held is not None:
-                held.state = PlacementState.CONFIRMED
-            elif handle_id not in self._elsewhere:
-                self.mirror(fetch(handle_id), partial=partial)
-                fetched += 1
+            fetched += self._take_held(handle_id, self.bookings.get(handle_id), fetch, partial)
         return fetched
 
     def follow_changes(
@@ -91,14 +86,22 @@ class LedgerMirror:
                 if held is not None and held.state == PlacementState.CONFIRMED:
                     self.forget(handle_id)
                     held = None
-            if not added:
-                continue
-            if held is not None:
-                held.state = PlacementState.CONFIRMED
-            elif handle_id not in self._elsewhere:
-                self.mirror(fetch(handle_id), partial=partial)
-                fetched += 1
+            if added:
+                fetched += self._take_held(handle_id, held, fetch, partial)
         return fetched
+
+    def _take_held(
+        self, handle_id: str, held: Booking | None, fetch: Callable[[str], DeviceHandle], partial: bool
+    ) -> int:
+        """A ledger allocation this state holds: an assumed booking of it confirmed, or it fetched and mirrored
+        unless it has nothing here; returns how many allocations were fetched (0 or 1)."""
+        if held is not None:
+            held.state = PlacementState.CONFIRMED
+            return 0
+        if handle_id in self._elsewhere:
+            return 0
+        self.mirror(fetch(handle_id), partial=partial)
+        return 1
 
     def mirror(self, handle: DeviceHandle, *, partial: bool = False, verified: bool = False) -> None:
         """Book a ledger allocation (see ``book``); with ``partial`` only its grants on this cluster's devices,
